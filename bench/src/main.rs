@@ -1,0 +1,2 @@
+//! Load generator (grows with the benchmark suite).
+fn main() {}

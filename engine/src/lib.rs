@@ -1,0 +1,2 @@
+//! rill
+pub use rill_shard::{Error, ErrorClass, ErrorCode, ErrorKind, Placement, StreamId};

@@ -1,0 +1,1 @@
+//! The reference model of a group, for property tests and simulation.

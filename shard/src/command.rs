@@ -1,0 +1,79 @@
+//! Commands: the mutations a group's log carries, and what applying one
+//! returns.
+//!
+//! A [`Command`] is stamped with `now_ms` by the owner core before it is
+//! applied, so applying the same commands to the same state gives the same
+//! state and the same responses on every replay. Only commands that mutate
+//! are logged; a rejected command changes nothing and consumes no commit
+//! index. Each mutating command, a whole [`Op::AppendBatch`] included,
+//! consumes exactly one commit index.
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::{
+    Append, AppendBatch, AppendReply, BatchReply, Close, CloseReply, Create, CreateReply,
+    PublishSnapshot, SnapshotReply,
+};
+use crate::error::Result;
+use crate::name::StreamId;
+
+/// One logged mutation of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    /// Wall-clock milliseconds stamped by the owner core; the only clock the
+    /// state machine ever sees.
+    pub now_ms: u64,
+    pub op: Op,
+}
+
+/// The operation of a [`Command`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    Create(Create),
+    Append(Append),
+    AppendBatch(AppendBatch),
+    Close(Close),
+    Delete(StreamId),
+    /// Replace (`Some`) or clear (`None`) a stream's attributes.
+    SetAttrs { id: StreamId, attrs: Option<String> },
+    /// Renew a TTL stream's last-access time (reads renew through this).
+    Touch(StreamId),
+    PublishSnapshot(PublishSnapshot),
+    AdvanceRetention { id: StreamId, offset: u64 },
+    /// Remove every stream of the group whose expiry is at or before `now_ms`.
+    ExpireDue,
+}
+
+/// The successful result of applying a command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Response {
+    Create(CreateReply),
+    Append(AppendReply),
+    Batch(BatchReply),
+    Close(CloseReply),
+    Deleted { commit_index: u64 },
+    AttrsSet { commit_index: u64 },
+    /// `renewed` is false when the renewal was not needed (no mutation).
+    Touched { renewed: bool },
+    Snapshot(SnapshotReply),
+    Retention { retained_offset: u64, commit_index: u64 },
+    Expired { removed: Vec<StreamId> },
+}
+
+/// Side effects of an applied command that the runtime must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// The stream's tail moved or it was closed: wake its live readers.
+    Advanced(StreamId),
+    /// The stream is gone (deleted or expired): fail its live readers.
+    Removed(StreamId),
+}
+
+/// What [`crate::group::GroupState::apply`] returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    pub result: Result<Response>,
+    /// True when the state changed (and the command must be logged). The
+    /// state's `commit_index` advanced by exactly one iff this is true.
+    pub mutated: bool,
+}
