@@ -1,2 +1,54 @@
-//! rill
-pub use rill_shard::{Error, ErrorClass, ErrorCode, ErrorKind, Placement, StreamId};
+//! # rill
+//!
+//! An embedded, thread-per-core, sharded storage engine for append-only
+//! byte streams. Open an [`Engine`] on a data directory; it starts one
+//! pinned executor per core, each owning a disjoint set of groups. Every
+//! stream hashes to one group (see [`StreamId`] and [`Engine::locate`]), and
+//! every request for it is served on that group's core, in order, with no
+//! locks on the way.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), rill::Error> {
+//! use rill::{Append, Config, Create, Engine, Read, StreamId};
+//! let engine = Engine::open(Config::new("./rill-data"))?;
+//! let id = StreamId::new("events", "orders")?;
+//! engine.create(Create::new(id.clone()).content_type("application/json")).await?;
+//! let put = engine.append(Append::new(id.clone(), &b"{\"n\":1}"[..])).await?;
+//! let got = engine.read(Read::new(id).offset(put.start_offset)).await?;
+//! assert_eq!(&got.payload[..], b"{\"n\":1}");
+//! engine.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! This crate is the public face; the per-core world (state machine,
+//! runtime, log seam) lives in `rill-shard` and is re-exported where a
+//! caller needs it.
+
+mod config;
+mod engine;
+mod metrics;
+mod runtime;
+mod shape;
+
+pub use config::{online_cpus, Config, DEFAULT_GROUPS};
+pub use engine::Engine;
+pub use metrics::MetricsSnapshot;
+pub use shape::SHAPE_FILE;
+
+pub use rill_shard::api::{
+    AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply,
+    Create, CreateReply, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
+    DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
+};
+pub use rill_shard::core::envelope::GroupSnapshot;
+pub use rill_shard::integrity::{record_digest, Integrity, SetSum};
+pub use rill_shard::limits::{Limits, MailboxFull};
+pub use rill_shard::metrics::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
+pub use rill_shard::name::{placement_hash, MAX_NAME_LEN};
+pub use rill_shard::{Error, ErrorClass, ErrorCode, ErrorKind, Placement, Result, StreamId};
+
+/// Seams for tests and tools: the log store trait and its in-memory store.
+pub mod seams {
+    pub use rill_shard::core::{system_clock, Clock};
+    pub use rill_shard::log::{EntryBody, LocalFuture, LogEntry, LogFactory, LogStore, Lsn, MemLog};
+}

@@ -77,3 +77,17 @@ pub struct Applied {
     /// state's `commit_index` advanced by exactly one iff this is true.
     pub mutated: bool,
 }
+
+impl Command {
+    /// Payload bytes this command adds to a stream (for admission of
+    /// uncommitted and hot bytes).
+    pub fn payload_len(&self) -> u64 {
+        match &self.op {
+            Op::Create(c) => c.initial_payload.as_ref().map_or(0, |p| p.len() as u64),
+            Op::Append(a) => a.payload.len() as u64,
+            Op::AppendBatch(b) => b.payloads.iter().map(|p| p.len() as u64).sum(),
+            Op::PublishSnapshot(s) => s.payload.len() as u64,
+            _ => 0,
+        }
+    }
+}

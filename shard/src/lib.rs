@@ -18,3 +18,7 @@ pub mod name;
 
 pub use error::{Error, ErrorClass, ErrorCode, ErrorKind, Result};
 pub use name::{Placement, StreamId};
+pub mod core;
+pub mod limits;
+pub mod log;
+pub mod metrics;

@@ -1,0 +1,172 @@
+//! Engine configuration: the data directory, the engine's shape (cores and
+//! groups) and every runtime limit, with builder setters.
+//!
+//! `Config::new(dir)` gives the defaults: one core per online CPU, 64
+//! groups, and the limits of [`Limits::default`]. Nothing is validated
+//! until [`crate::Engine::open`], which refuses an impossible configuration
+//! with a `BadRequest` error.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rill_shard::core::Clock;
+use rill_shard::limits::{Limits, MailboxFull};
+use rill_shard::log::{LogFactory, LogStore, MemLog};
+
+/// Default number of groups.
+pub const DEFAULT_GROUPS: u32 = 64;
+/// Default io_uring memory per executor.
+pub const DEFAULT_IO_MEMORY_BYTES: usize = 1 << 20;
+
+/// How an engine is opened.
+#[derive(Clone)]
+pub struct Config {
+    pub(crate) data_dir: PathBuf,
+    pub(crate) cores: usize,
+    pub(crate) groups: u32,
+    pub(crate) limits: Limits,
+    pub(crate) pin_threads: bool,
+    pub(crate) io_memory_bytes: usize,
+    pub(crate) log_factory: LogFactory,
+    pub(crate) clock: Option<Clock>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("data_dir", &self.data_dir)
+            .field("cores", &self.cores)
+            .field("groups", &self.groups)
+            .field("limits", &self.limits)
+            .field("pin_threads", &self.pin_threads)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Number of CPUs this process may run on.
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Config {
+    pub fn new(data_dir: impl AsRef<Path>) -> Self {
+        Config {
+            data_dir: data_dir.as_ref().to_path_buf(),
+            cores: online_cpus(),
+            groups: DEFAULT_GROUPS,
+            limits: Limits::default(),
+            pin_threads: true,
+            io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
+            log_factory: Arc::new(|_core| Box::new(MemLog::new()) as Box<dyn LogStore>),
+            clock: None,
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Executors (one pinned thread each). Default: online CPUs.
+    pub fn cores(mut self, cores: usize) -> Self {
+        self.cores = cores;
+        self
+    }
+
+    /// Groups (fixed for the life of the data directory). Default: 64.
+    pub fn groups(mut self, groups: u32) -> Self {
+        self.groups = groups;
+        self
+    }
+
+    /// Replace every limit at once.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn current_limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Requests queued per core mailbox.
+    pub fn mailbox_capacity(mut self, capacity: usize) -> Self {
+        self.limits.mailbox_capacity = capacity;
+        self
+    }
+
+    /// Wait for space (default) or fail with `Overloaded` when full.
+    pub fn mailbox_full(mut self, policy: MailboxFull) -> Self {
+        self.limits.mailbox_full = policy;
+        self
+    }
+
+    /// Requests queued inside a core for one group.
+    pub fn group_queue_depth(mut self, depth: usize) -> Self {
+        self.limits.group_queue_depth = depth;
+        self
+    }
+
+    /// Parked live readers per core.
+    pub fn live_waiters_per_core(mut self, limit: usize) -> Self {
+        self.limits.live_waiters_per_core = limit;
+        self
+    }
+
+    /// Payload bytes per group waiting for the log.
+    pub fn max_uncommitted_bytes_per_group(mut self, limit: u64) -> Self {
+        self.limits.max_uncommitted_bytes_per_group = limit;
+        self
+    }
+
+    /// Largest payload of one append, batch or snapshot.
+    pub fn max_payload_bytes(mut self, limit: u64) -> Self {
+        self.limits.max_payload_bytes = limit;
+        self
+    }
+
+    /// Items per append batch.
+    pub fn max_batch_items(mut self, limit: usize) -> Self {
+        self.limits.max_batch_items = limit;
+        self
+    }
+
+    /// Streams per group.
+    pub fn max_streams_per_group(mut self, limit: u64) -> Self {
+        self.limits.group.max_streams_per_group = limit;
+        self
+    }
+
+    /// How often expired streams are swept.
+    pub fn expiry_sweep_interval_ms(mut self, interval_ms: u64) -> Self {
+        self.limits.expiry_sweep_interval_ms = interval_ms;
+        self
+    }
+
+    /// Pin each executor to one CPU (default true).
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin_threads = pin;
+        self
+    }
+
+    /// io_uring buffer memory per executor (locked memory).
+    pub fn io_memory_bytes(mut self, bytes: usize) -> Self {
+        self.io_memory_bytes = bytes;
+        self
+    }
+
+    /// Builds each core's log store (tests use this to inject slow or
+    /// failing logs).
+    #[doc(hidden)]
+    pub fn log_factory(mut self, factory: LogFactory) -> Self {
+        self.log_factory = factory;
+        self
+    }
+
+    /// Replaces the wall clock (Unix milliseconds) the cores stamp commands
+    /// with.
+    #[doc(hidden)]
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+}

@@ -1,0 +1,413 @@
+//! The `Engine` handle: open, route, call, shut down.
+//!
+//! A handle is an `Arc` around the engine's shared parts, so it is `Clone +
+//! Send + Sync` and cheap to pass around. Each call validates what can be
+//! validated without the stream's state (names are already valid by type;
+//! empty appends, payload sizes and batch sizes are checked here, before
+//! anything is routed or counted), computes the placement from the fixed
+//! hash, sends an envelope into the owner core's mailbox and awaits the
+//! oneshot reply. The futures are runtime-agnostic: they only use
+//! cross-thread channels and wakers, so any executor (tokio, a plain
+//! `block_on`, a glommio task) can await them.
+
+use std::borrow::Borrow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+use rill_shard::api::{
+    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
+    CreateReply, HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
+};
+use rill_shard::core::envelope::{Envelope, GroupSnapshot, Mail, Reply, Request};
+use rill_shard::core::mailbox::{mailbox, MailboxSender};
+use rill_shard::core::{system_clock, CoreSpec};
+use rill_shard::metrics::{CoreMetrics, GroupMetrics};
+use rill_shard::{Error, ErrorKind, Placement, Result, StreamId};
+
+use crate::config::Config;
+use crate::runtime::Executors;
+use crate::shape;
+
+/// How long dropping the last handle waits for the cores to stop.
+const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A handle to an open engine.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: Config,
+    mailboxes: Vec<MailboxSender>,
+    core_metrics: Vec<Arc<CoreMetrics>>,
+    group_metrics: Vec<Arc<GroupMetrics>>,
+    executors: Executors,
+    closed: AtomicBool,
+}
+
+impl Engine {
+    /// Opens (or creates) the engine in `config.data_dir` and starts one
+    /// pinned executor per core.
+    pub fn open(config: Config) -> Result<Engine> {
+        if config.cores == 0 {
+            return Err(Error::bad_request("cores must be at least 1"));
+        }
+        if config.groups == 0 {
+            return Err(Error::bad_request("groups must be at least 1"));
+        }
+        config.limits.check()?;
+        shape::check_or_record(&config.data_dir, config.groups, config.cores)?;
+
+        let core_metrics: Vec<Arc<CoreMetrics>> =
+            (0..config.cores).map(|_| Arc::new(CoreMetrics::default())).collect();
+        let group_metrics: Vec<Arc<GroupMetrics>> =
+            (0..config.groups).map(|_| Arc::new(GroupMetrics::default())).collect();
+        let clock = config.clock.clone().unwrap_or_else(system_clock);
+        let mut mailboxes = Vec::with_capacity(config.cores);
+        let mut specs = Vec::with_capacity(config.cores);
+        for (core, metrics) in core_metrics.iter().enumerate() {
+            let (tx, rx) =
+                mailbox(core, config.limits.mailbox_capacity, config.limits.mailbox_full, metrics.clone());
+            mailboxes.push(tx);
+            let groups = (0..config.groups)
+                .filter(|g| *g as usize % config.cores == core)
+                .map(|g| (g, group_metrics[g as usize].clone()))
+                .collect();
+            specs.push(CoreSpec {
+                core,
+                group_count: config.groups,
+                groups,
+                metrics: metrics.clone(),
+                limits: config.limits.clone(),
+                log_factory: config.log_factory.clone(),
+                mailbox: rx,
+                clock: clock.clone(),
+            });
+        }
+        let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
+        tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                config,
+                mailboxes,
+                core_metrics,
+                group_metrics,
+                executors,
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn cores(&self) -> usize {
+        self.inner.config.cores
+    }
+
+    pub fn groups(&self) -> u32 {
+        self.inner.config.groups
+    }
+
+    /// Where a stream lives (SPEC §1).
+    pub fn locate(&self, id: &StreamId) -> Placement {
+        id.placement(self.inner.config.groups, self.inner.config.cores)
+    }
+
+    /// The core a group is homed on.
+    pub fn core_of_group(&self, group: u32) -> usize {
+        group as usize % self.inner.config.cores
+    }
+
+    pub(crate) fn core_metrics(&self) -> &[Arc<CoreMetrics>] {
+        &self.inner.core_metrics
+    }
+
+    pub(crate) fn group_metrics(&self) -> &[Arc<GroupMetrics>] {
+        &self.inner.group_metrics
+    }
+
+    pub(crate) fn mailbox_senders(&self) -> &[MailboxSender] {
+        &self.inner.mailboxes
+    }
+
+    async fn call(&self, placement: Placement, request: Request) -> Result<Reply> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::ShuttingDown).with_placement(placement));
+        }
+        let (tx, rx) = oneshot::channel();
+        let env = Envelope { group: placement.group, request, reply: tx, sent_at: Instant::now() };
+        inner.mailboxes[placement.core]
+            .send(Mail::Request(Box::new(env)))
+            .await
+            .map_err(|e| e.with_placement(placement))?;
+        match rx.await {
+            Ok(result) => result.map_err(|e| e.with_placement(placement)),
+            Err(_) => Err(Error::new(ErrorKind::ShuttingDown).with_placement(placement)),
+        }
+    }
+
+    fn check_payload(&self, len: u64) -> Result<()> {
+        let limit = self.inner.config.limits.max_payload_bytes;
+        if len > limit {
+            return Err(Error::new(ErrorKind::PayloadTooLarge { len, limit }));
+        }
+        Ok(())
+    }
+
+    /// Creates a stream; idempotent when the settings match.
+    pub async fn create(&self, req: Create) -> Result<CreateReply> {
+        if let Some(attrs) = &req.attrs {
+            rill_shard::api::validate_attrs(attrs)?;
+        }
+        if let Some(p) = &req.initial_payload {
+            self.check_payload(p.len() as u64)?;
+        }
+        let placement = self.locate(&req.id);
+        match self.call(placement, Request::Create(req)).await? {
+            Reply::Create(r) => Ok(r),
+            other => unexpected("create", other),
+        }
+    }
+
+    /// Appends one payload.
+    pub async fn append(&self, req: Append) -> Result<AppendReply> {
+        if req.payload.is_empty() && !req.close_after {
+            return Err(Error::new(ErrorKind::EmptyAppend).with_placement(self.locate(&req.id)));
+        }
+        self.check_payload(req.payload.len() as u64)?;
+        let placement = self.locate(&req.id);
+        match self.call(placement, Request::Append(req)).await? {
+            Reply::Append(r) => Ok(r),
+            other => unexpected("append", other),
+        }
+    }
+
+    /// Appends many payloads to one stream in one routed request.
+    pub async fn append_batch(&self, req: AppendBatch) -> Result<BatchReply> {
+        if req.payloads.is_empty() {
+            return Err(Error::bad_request("an append batch needs at least one payload"));
+        }
+        let limit = self.inner.config.limits.max_batch_items;
+        if req.payloads.len() > limit {
+            return Err(Error::bad_request(format!(
+                "an append batch holds at most {limit} payloads, got {}",
+                req.payloads.len()
+            )));
+        }
+        self.check_payload(req.payloads.iter().map(|p| p.len() as u64).sum())?;
+        let placement = self.locate(&req.id);
+        match self.call(placement, Request::AppendBatch(req)).await? {
+            Reply::Batch(r) => Ok(r),
+            other => unexpected("append_batch", other),
+        }
+    }
+
+    /// Reads bytes at an offset.
+    pub async fn read(&self, req: Read) -> Result<ReadReply> {
+        let placement = self.locate(&req.id);
+        match self.call(placement, Request::Read(req)).await? {
+            Reply::Read(r) => Ok(r),
+            other => unexpected("read", other),
+        }
+    }
+
+    /// Reads bytes at an offset, waiting up to `timeout` for them to exist.
+    /// On timeout the reply is empty with `up_to_date = true`.
+    pub async fn wait_read(&self, req: Read, timeout: Duration) -> Result<ReadReply> {
+        let placement = self.locate(&req.id);
+        match self.call(placement, Request::WaitRead { read: req, timeout }).await? {
+            Reply::Read(r) => Ok(r),
+            other => unexpected("wait_read", other),
+        }
+    }
+
+    /// A stream's metadata; never renews a TTL.
+    pub async fn head(&self, id: impl Borrow<StreamId>) -> Result<HeadReply> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        match self.call(placement, Request::Head(id)).await? {
+            Reply::Head(r) => Ok(r),
+            other => unexpected("head", other),
+        }
+    }
+
+    /// Closes a stream (idempotent).
+    pub async fn close(&self, id: impl Borrow<StreamId>) -> Result<CloseReply> {
+        self.close_with(Close::new(id.borrow().clone())).await
+    }
+
+    /// Closes a stream as a producer or with a `stream_seq`.
+    pub async fn close_with(&self, req: Close) -> Result<CloseReply> {
+        let placement = self.locate(&req.id);
+        match self.call(placement, Request::Close(req)).await? {
+            Reply::Close(r) => Ok(r),
+            other => unexpected("close", other),
+        }
+    }
+
+    /// Deletes a stream.
+    pub async fn delete(&self, id: impl Borrow<StreamId>) -> Result<()> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        match self.call(placement, Request::Delete(id)).await? {
+            Reply::Deleted => Ok(()),
+            other => unexpected("delete", other),
+        }
+    }
+
+    /// Replaces a stream's attributes (a JSON object of at most 16 KiB).
+    pub async fn set_attrs(&self, id: impl Borrow<StreamId>, json: impl Into<String>) -> Result<()> {
+        let json = json.into();
+        rill_shard::api::validate_attrs(&json)?;
+        self.put_attrs(id.borrow().clone(), Some(json)).await
+    }
+
+    /// Removes a stream's attributes.
+    pub async fn clear_attrs(&self, id: impl Borrow<StreamId>) -> Result<()> {
+        self.put_attrs(id.borrow().clone(), None).await
+    }
+
+    async fn put_attrs(&self, id: StreamId, attrs: Option<String>) -> Result<()> {
+        let placement = self.locate(&id);
+        match self.call(placement, Request::SetAttrs { id, attrs }).await? {
+            Reply::AttrsSet => Ok(()),
+            other => unexpected("set_attrs", other),
+        }
+    }
+
+    /// A stream's attributes, if any.
+    pub async fn get_attrs(&self, id: impl Borrow<StreamId>) -> Result<Option<String>> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        match self.call(placement, Request::GetAttrs(id)).await? {
+            Reply::Attrs(a) => Ok(a),
+            other => unexpected("get_attrs", other),
+        }
+    }
+
+    /// Stores an application snapshot of a stream at an offset.
+    pub async fn publish_snapshot(&self, req: PublishSnapshot) -> Result<SnapshotReply> {
+        self.check_payload(req.payload.len() as u64)?;
+        let placement = self.locate(&req.id);
+        match self.call(placement, Request::PublishSnapshot(req)).await? {
+            Reply::Snapshot(r) => Ok(r),
+            other => unexpected("publish_snapshot", other),
+        }
+    }
+
+    /// Drops history before `offset` (at most the latest snapshot's offset).
+    /// Returns the retained offset.
+    pub async fn advance_retention(&self, id: impl Borrow<StreamId>, offset: u64) -> Result<u64> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        match self.call(placement, Request::AdvanceRetention { id, offset }).await? {
+            Reply::Retention { retained_offset } => Ok(retained_offset),
+            other => unexpected("advance_retention", other),
+        }
+    }
+
+    /// The latest snapshot plus the bytes after it (up to the read limit;
+    /// continue with `read` from `updates.next_offset`).
+    pub async fn bootstrap(&self, id: impl Borrow<StreamId>) -> Result<BootstrapReply> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        let max_len = self.inner.config.limits.group.max_read_bytes;
+        match self.call(placement, Request::Bootstrap { id, max_len }).await? {
+            Reply::Bootstrap(r) => Ok(r),
+            other => unexpected("bootstrap", other),
+        }
+    }
+
+    fn group_placement(&self, group: u32) -> Result<Placement> {
+        if group >= self.inner.config.groups {
+            return Err(Error::new(ErrorKind::PlacementMismatch {
+                expected_group: self.inner.config.groups.saturating_sub(1),
+                received_group: group,
+                reason: "group id beyond this engine's group count",
+            }));
+        }
+        Ok(Placement { core: self.core_of_group(group), group })
+    }
+
+    /// Captures one group's full state (SPEC §7).
+    pub async fn snapshot_group(&self, group: u32) -> Result<GroupSnapshot> {
+        let placement = self.group_placement(group)?;
+        match self.call(placement, Request::SnapshotGroup).await? {
+            Reply::GroupSnapshot(s) => Ok(s),
+            other => unexpected("snapshot_group", other),
+        }
+    }
+
+    /// Replaces a group's state with a snapshot taken from an engine of the
+    /// same shape. The placement is checked before routing. Returns the
+    /// installed commit index.
+    pub async fn install_group_snapshot(&self, snapshot: GroupSnapshot) -> Result<u64> {
+        if snapshot.group_count != self.inner.config.groups {
+            return Err(Error::new(ErrorKind::ShapeMismatch {
+                field: "groups",
+                recorded: u64::from(self.inner.config.groups),
+                requested: u64::from(snapshot.group_count),
+            }));
+        }
+        let placement = self.group_placement(snapshot.group)?;
+        match self.call(placement, Request::InstallGroupSnapshot(snapshot)).await? {
+            Reply::Installed { commit_index } => Ok(commit_index),
+            other => unexpected("install_group_snapshot", other),
+        }
+    }
+
+    /// Stops every core cleanly: queued requests and parked readers fail
+    /// with `ShuttingDown`, replies already waiting on the log are given a
+    /// bounded time to complete. Later calls fail with `ShuttingDown`.
+    pub async fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut acks = Vec::new();
+        for mailbox in &self.inner.mailboxes {
+            let (tx, rx) = oneshot::channel();
+            if mailbox.send_waiting(Mail::Shutdown(tx)).await.is_ok() {
+                acks.push(rx);
+            }
+        }
+        for ack in acks {
+            let _ = ack.await;
+        }
+        if !self.inner.executors.wait_stopped(DROP_STOP_TIMEOUT) {
+            return Err(Error::new(ErrorKind::Io {
+                op: "shutdown",
+                message: "a core did not stop in time".into(),
+            }));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for mailbox in &self.mailboxes {
+            let (tx, _rx) = oneshot::channel();
+            // A full mailbox is fine: the core also stops once every sender
+            // is gone, right after this.
+            let _ = mailbox.try_send(Mail::Shutdown(tx));
+        }
+        if !self.executors.is_core_thread() && !self.executors.wait_stopped(DROP_STOP_TIMEOUT) {
+            tracing::warn!("engine dropped while a core was still busy; its thread is detached");
+        }
+    }
+}
+
+fn unexpected<T>(call: &str, reply: Reply) -> Result<T> {
+    // A reply of the wrong kind is a broken invariant of the runtime.
+    panic!("core answered {call} with {reply:?}")
+}

@@ -1,0 +1,95 @@
+//! Every bound of the runtime in one place (SPEC §4, DESIGN "a limit on
+//! everything").
+//!
+//! Each limit has a name, a default and a meaning; [`Limits::check`]
+//! asserts the relationships between them when the engine opens, so a
+//! configuration that could never work is refused with a clear error rather
+//! than discovered under load.
+
+use crate::error::{Error, Result};
+use crate::group::GroupLimits;
+
+/// What a sender does when a core's mailbox is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MailboxFull {
+    /// Wait (asynchronously) for space. The event is still counted.
+    Wait,
+    /// Fail at once with `Overloaded` (a temporary error).
+    Reject,
+}
+
+/// Runtime bounds. All are per core or per group as named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests queued in one core's mailbox.
+    pub mailbox_capacity: usize,
+    /// Policy when the mailbox is full.
+    pub mailbox_full: MailboxFull,
+    /// Requests queued inside a core for one group; beyond it the request
+    /// fails with `Overloaded` so one stuck group cannot hoard the core.
+    pub group_queue_depth: usize,
+    /// Parked live readers per core (`LiveReadBackpressure` beyond).
+    pub live_waiters_per_core: usize,
+    /// Payload bytes of one group submitted to the log but not yet durable
+    /// (`UncommittedBackpressure` beyond).
+    pub max_uncommitted_bytes_per_group: u64,
+    /// Largest payload of one append, one batch (summed) or one snapshot.
+    pub max_payload_bytes: u64,
+    /// Items in one append batch.
+    pub max_batch_items: usize,
+    /// Mail one dispatcher turn takes before yielding to group tasks.
+    pub dispatch_batch: usize,
+    /// How often each core looks for expired streams.
+    pub expiry_sweep_interval_ms: u64,
+    /// Bounds the state machine enforces itself.
+    pub group: GroupLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            mailbox_capacity: 16 * 1024,
+            mailbox_full: MailboxFull::Wait,
+            group_queue_depth: 8 * 1024,
+            live_waiters_per_core: 64 * 1024,
+            max_uncommitted_bytes_per_group: 64 << 20,
+            max_payload_bytes: 16 << 20,
+            max_batch_items: 4096,
+            dispatch_batch: 256,
+            expiry_sweep_interval_ms: 1000,
+            group: GroupLimits::default(),
+        }
+    }
+}
+
+impl Limits {
+    /// Checks every limit and the relationships between them.
+    pub fn check(&self) -> Result<()> {
+        let positive = [
+            ("mailbox_capacity", self.mailbox_capacity as u64),
+            ("group_queue_depth", self.group_queue_depth as u64),
+            ("max_uncommitted_bytes_per_group", self.max_uncommitted_bytes_per_group),
+            ("max_payload_bytes", self.max_payload_bytes),
+            ("max_batch_items", self.max_batch_items as u64),
+            ("dispatch_batch", self.dispatch_batch as u64),
+            ("expiry_sweep_interval_ms", self.expiry_sweep_interval_ms),
+            ("max_streams_per_group", self.group.max_streams_per_group),
+            ("max_read_bytes", self.group.max_read_bytes as u64),
+            ("producer_window", self.group.producer_window as u64),
+            ("max_producers_per_stream", self.group.max_producers_per_stream as u64),
+            ("max_snapshots_per_stream", self.group.max_snapshots_per_stream as u64),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(Error::bad_request(format!("limit {name} must be positive")));
+            }
+        }
+        if self.max_payload_bytes > self.max_uncommitted_bytes_per_group {
+            return Err(Error::bad_request(
+                "max_payload_bytes must not exceed max_uncommitted_bytes_per_group \
+                 (one payload could never be admitted)",
+            ));
+        }
+        Ok(())
+    }
+}

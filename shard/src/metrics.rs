@@ -1,0 +1,202 @@
+//! Counters per core and per group, and latency histograms (SPEC §8).
+//!
+//! Every counter is an atomic written by exactly one place: per-group
+//! counters by the group's owner core, per-core counters by the core (or, for
+//! mailbox-full events, by the sender that found the mailbox full). A
+//! request is counted as routed once, by the dispatcher that hands it to its
+//! group, into both its core and its group; so per-core sums and per-group
+//! sums of the same counter equal the total. Histograms are HDR, one per
+//! core, behind an uncontended lock (only snapshots contend).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+
+/// Per-group counters and gauges.
+#[derive(Debug, Default)]
+pub struct GroupMetrics {
+    pub routed_requests: AtomicU64,
+    /// Appends that added a record (batch items count one each; duplicates
+    /// do not count).
+    pub accepted_appends: AtomicU64,
+    pub appended_bytes: AtomicU64,
+    pub applied_mutations: AtomicU64,
+    pub hot_bytes: AtomicU64,
+    pub hot_bytes_high_water: AtomicU64,
+    pub uncommitted_bytes: AtomicU64,
+    pub backpressure_events: AtomicU64,
+    pub streams: AtomicU64,
+    pub commit_index: AtomicU64,
+}
+
+impl GroupMetrics {
+    pub fn set_hot_bytes(&self, hot: u64) {
+        self.hot_bytes.store(hot, Relaxed);
+        self.hot_bytes_high_water.fetch_max(hot, Relaxed);
+    }
+
+    pub fn snapshot(&self, group: u32, core: usize) -> GroupMetricsSnapshot {
+        GroupMetricsSnapshot {
+            group,
+            core,
+            routed_requests: self.routed_requests.load(Relaxed),
+            accepted_appends: self.accepted_appends.load(Relaxed),
+            appended_bytes: self.appended_bytes.load(Relaxed),
+            applied_mutations: self.applied_mutations.load(Relaxed),
+            hot_bytes: self.hot_bytes.load(Relaxed),
+            hot_bytes_high_water: self.hot_bytes_high_water.load(Relaxed),
+            uncommitted_bytes: self.uncommitted_bytes.load(Relaxed),
+            backpressure_events: self.backpressure_events.load(Relaxed),
+            streams: self.streams.load(Relaxed),
+            commit_index: self.commit_index.load(Relaxed),
+        }
+    }
+}
+
+/// Per-core counters, gauges and histograms.
+#[derive(Debug)]
+pub struct CoreMetrics {
+    pub routed_requests: AtomicU64,
+    pub accepted_appends: AtomicU64,
+    pub applied_mutations: AtomicU64,
+    pub mailbox_full_events: AtomicU64,
+    pub live_waiters: AtomicU64,
+    pub live_read_backpressure_events: AtomicU64,
+    pub uncommitted_backpressure_events: AtomicU64,
+    pub overloaded_events: AtomicU64,
+    /// Live reads answered from one shared read (counts the sharing readers
+    /// beyond the first).
+    pub shared_read_hits: AtomicU64,
+    append_latency: Mutex<Histogram<u64>>,
+    read_latency: Mutex<Histogram<u64>>,
+}
+
+impl Default for CoreMetrics {
+    fn default() -> Self {
+        CoreMetrics {
+            routed_requests: AtomicU64::new(0),
+            accepted_appends: AtomicU64::new(0),
+            applied_mutations: AtomicU64::new(0),
+            mailbox_full_events: AtomicU64::new(0),
+            live_waiters: AtomicU64::new(0),
+            live_read_backpressure_events: AtomicU64::new(0),
+            uncommitted_backpressure_events: AtomicU64::new(0),
+            overloaded_events: AtomicU64::new(0),
+            shared_read_hits: AtomicU64::new(0),
+            append_latency: Mutex::new(new_histogram()),
+            read_latency: Mutex::new(new_histogram()),
+        }
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // 1 µs .. 100 s at 3 significant digits; creation cannot fail for
+    // these constant bounds.
+    Histogram::new_with_bounds(1, 100_000_000, 3).expect("valid histogram bounds")
+}
+
+impl CoreMetrics {
+    pub fn record_append_latency(&self, latency: Duration) {
+        record(&self.append_latency, latency);
+    }
+
+    pub fn record_read_latency(&self, latency: Duration) {
+        record(&self.read_latency, latency);
+    }
+
+    pub fn snapshot(&self, core: usize, mailbox_depth: usize, mailbox_capacity: usize) -> CoreMetricsSnapshot {
+        CoreMetricsSnapshot {
+            core,
+            routed_requests: self.routed_requests.load(Relaxed),
+            accepted_appends: self.accepted_appends.load(Relaxed),
+            applied_mutations: self.applied_mutations.load(Relaxed),
+            mailbox_depth,
+            mailbox_capacity,
+            mailbox_full_events: self.mailbox_full_events.load(Relaxed),
+            live_waiters: self.live_waiters.load(Relaxed),
+            live_read_backpressure_events: self.live_read_backpressure_events.load(Relaxed),
+            uncommitted_backpressure_events: self.uncommitted_backpressure_events.load(Relaxed),
+            overloaded_events: self.overloaded_events.load(Relaxed),
+            shared_read_hits: self.shared_read_hits.load(Relaxed),
+        }
+    }
+
+    /// Adds this core's histograms into the given ones.
+    pub fn merge_histograms(&self, append: &mut Histogram<u64>, read: &mut Histogram<u64>) {
+        // Same bounds on both sides, so `add` cannot fail.
+        let _ = append.add(&*self.append_latency.lock());
+        let _ = read.add(&*self.read_latency.lock());
+    }
+}
+
+fn record(h: &Mutex<Histogram<u64>>, latency: Duration) {
+    let micros = (latency.as_micros() as u64).clamp(1, 100_000_000);
+    // Clamped into the bounds, so recording cannot fail.
+    let _ = h.lock().record(micros);
+}
+
+/// A point-in-time copy of one group's metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupMetricsSnapshot {
+    pub group: u32,
+    pub core: usize,
+    pub routed_requests: u64,
+    pub accepted_appends: u64,
+    pub appended_bytes: u64,
+    pub applied_mutations: u64,
+    pub hot_bytes: u64,
+    pub hot_bytes_high_water: u64,
+    pub uncommitted_bytes: u64,
+    pub backpressure_events: u64,
+    pub streams: u64,
+    pub commit_index: u64,
+}
+
+/// A point-in-time copy of one core's metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CoreMetricsSnapshot {
+    pub core: usize,
+    pub routed_requests: u64,
+    pub accepted_appends: u64,
+    pub applied_mutations: u64,
+    pub mailbox_depth: usize,
+    pub mailbox_capacity: usize,
+    pub mailbox_full_events: u64,
+    pub live_waiters: u64,
+    pub live_read_backpressure_events: u64,
+    pub uncommitted_backpressure_events: u64,
+    pub overloaded_events: u64,
+    pub shared_read_hits: u64,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.50),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// Fresh empty histogram with the bounds every core uses.
+pub fn empty_histogram() -> Histogram<u64> {
+    new_histogram()
+}
