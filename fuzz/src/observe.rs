@@ -1,0 +1,195 @@
+//! A common vocabulary for comparing the real group state machine with the
+//! reference model.
+//!
+//! The real machine answers with [`rill_shard::command::Applied`]; the model
+//! answers directly in the types of this module. [`observe`] reduces a real
+//! answer to the same shape: every reply field that SPEC §2 gives meaning to
+//! (offsets, counts, flags, commit indexes), and for errors the stable code
+//! plus the numeric context the error carries. Message text is never
+//! compared. Nothing here knows how either side computes its answers.
+
+use rill_shard::api::AppendReply;
+use rill_shard::command::{Applied, Effect, Response};
+use rill_shard::error::{Error, ErrorCode, ErrorKind};
+use rill_shard::StreamId;
+
+/// An error as far as callers may rely on it: the code and its numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub code: ErrorCode,
+    /// Numeric context in declaration order (e.g. `expected, received`).
+    pub context: Vec<u64>,
+}
+
+impl Fault {
+    pub fn new(code: ErrorCode) -> Self {
+        Fault {
+            code,
+            context: Vec::new(),
+        }
+    }
+
+    pub fn with(code: ErrorCode, context: &[u64]) -> Self {
+        Fault {
+            code,
+            context: context.to_vec(),
+        }
+    }
+
+    /// Reduces a real error.
+    pub fn of(error: &Error) -> Self {
+        let context = match error.kind() {
+            ErrorKind::StreamClosed { next_offset } => vec![*next_offset],
+            ErrorKind::ProducerSeqConflict { expected, received } => vec![*expected, *received],
+            ErrorKind::ProducerFenced {
+                current_epoch,
+                received_epoch,
+            } => {
+                vec![*current_epoch, *received_epoch]
+            }
+            ErrorKind::ProducerDuplicateTooOld {
+                seq,
+                oldest_remembered,
+            } => {
+                vec![*seq, *oldest_remembered]
+            }
+            ErrorKind::OffsetOutOfRange { offset, tail } => vec![*offset, *tail],
+            ErrorKind::OffsetGone { offset, retained } => vec![*offset, *retained],
+            ErrorKind::SnapshotConflict { offset } => vec![*offset],
+            ErrorKind::TooManyStreams { limit } => vec![*limit],
+            _ => Vec::new(),
+        };
+        Fault {
+            code: error.code(),
+            context,
+        }
+    }
+}
+
+/// One append (or batch item) as acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub start: u64,
+    pub next: u64,
+    pub count: u64,
+    pub deduplicated: bool,
+    pub closed: bool,
+    pub commit_index: u64,
+}
+
+impl Item {
+    fn of(reply: &AppendReply) -> Self {
+        Item {
+            start: reply.start_offset,
+            next: reply.next_offset,
+            count: reply.stream_append_count,
+            deduplicated: reply.deduplicated,
+            closed: reply.closed,
+            commit_index: reply.commit_index,
+        }
+    }
+}
+
+/// A successful answer to a command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Created {
+        already_exists: bool,
+        next_offset: u64,
+        commit_index: u64,
+    },
+    Appended(Item),
+    Batch {
+        items: Vec<Result<Item, Fault>>,
+        commit_index: u64,
+    },
+    Closed {
+        next_offset: u64,
+        already_closed: bool,
+        commit_index: u64,
+    },
+    Deleted {
+        commit_index: u64,
+    },
+    AttrsSet {
+        commit_index: u64,
+    },
+    Touched {
+        renewed: bool,
+    },
+    Snapshot {
+        offset: u64,
+        already_existed: bool,
+        commit_index: u64,
+    },
+    Retention {
+        retained_offset: u64,
+        commit_index: u64,
+    },
+    Expired {
+        removed: Vec<StreamId>,
+    },
+}
+
+/// Everything a command's application shows to the outside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    pub result: Result<Outcome, Fault>,
+    pub mutated: bool,
+    pub effects: Vec<Effect>,
+}
+
+/// Reduces the real machine's answer and effects.
+pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
+    let result = match &applied.result {
+        Err(error) => Err(Fault::of(error)),
+        Ok(response) => Ok(match response {
+            Response::Create(r) => Outcome::Created {
+                already_exists: r.already_exists,
+                next_offset: r.next_offset,
+                commit_index: r.commit_index,
+            },
+            Response::Append(r) => Outcome::Appended(Item::of(r)),
+            Response::Batch(r) => Outcome::Batch {
+                items: r
+                    .items
+                    .iter()
+                    .map(|item| item.as_ref().map(Item::of).map_err(Fault::of))
+                    .collect(),
+                commit_index: r.commit_index,
+            },
+            Response::Close(r) => Outcome::Closed {
+                next_offset: r.next_offset,
+                already_closed: r.already_closed,
+                commit_index: r.commit_index,
+            },
+            Response::Deleted { commit_index } => Outcome::Deleted {
+                commit_index: *commit_index,
+            },
+            Response::AttrsSet { commit_index } => Outcome::AttrsSet {
+                commit_index: *commit_index,
+            },
+            Response::Touched { renewed } => Outcome::Touched { renewed: *renewed },
+            Response::Snapshot(r) => Outcome::Snapshot {
+                offset: r.offset,
+                already_existed: r.already_existed,
+                commit_index: r.commit_index,
+            },
+            Response::Retention {
+                retained_offset,
+                commit_index,
+            } => Outcome::Retention {
+                retained_offset: *retained_offset,
+                commit_index: *commit_index,
+            },
+            Response::Expired { removed } => Outcome::Expired {
+                removed: removed.clone(),
+            },
+        }),
+    };
+    Observed {
+        result,
+        mutated: applied.mutated,
+        effects,
+    }
+}

@@ -1,0 +1,357 @@
+//! The harness: the real `GroupState` and the reference `Model` side by
+//! side. Each step is resolved to a concrete command or query, applied to
+//! both, and every observable answer is compared (SPEC §2); after every
+//! step the real state's invariants are checked and all views compared.
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use rill_fuzz::{observe, Fault, Model};
+use rill_shard::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot, Read};
+use rill_shard::command::{Command, Op};
+use rill_shard::error::ErrorCode;
+use rill_shard::group::GroupState;
+
+use crate::steps::{
+    id, limits, At, Digest, EpochPick, Life, Prod, SeqPick, Step, ATTRS, CONTENT_TYPES, IDS,
+    PRODUCERS,
+};
+
+/// The real machine and the model, side by side.
+pub(crate) struct Run {
+    real: GroupState,
+    model: Model,
+    now: u64,
+    counter: u64,
+}
+
+impl Run {
+    pub(crate) fn new() -> Self {
+        Run {
+            real: GroupState::new(0, 1, limits()),
+            model: Model::new(limits()),
+            now: 1_000_000,
+            counter: 0,
+        }
+    }
+
+    /// A fresh payload; distinct bytes make misplaced data visible.
+    fn payload(&mut self, len: usize) -> Bytes {
+        self.counter += 1;
+        let seed = self.counter;
+        (0..len)
+            .map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64 * 7)) as u8)
+            .collect::<Vec<u8>>()
+            .into()
+    }
+
+    /// Resolves a stream pick: below `IDS` it names a stream directly (which
+    /// may not exist), above it picks one of the stored streams, so most
+    /// commands reach a stream that exists.
+    fn target(&self, pick: usize) -> usize {
+        if pick < IDS || self.model.streams.is_empty() {
+            return pick % IDS;
+        }
+        let stored = self
+            .model
+            .streams
+            .keys()
+            .nth(pick % self.model.streams.len())
+            .unwrap();
+        (0..IDS).find(|i| id(*i) == *stored).unwrap()
+    }
+
+    fn producer(&self, s: usize, prod: &Option<Prod>) -> Option<ProducerArgs> {
+        let prod = prod.as_ref()?;
+        let name = PRODUCERS[prod.p];
+        let known = self.model.producer(&id(s), name);
+        let current_epoch = known.map_or(0, |(epoch, _)| epoch);
+        let next = known.map_or(0, |(_, last)| last + 1);
+        let epoch = match prod.epoch {
+            EpochPick::Same => current_epoch,
+            EpochPick::Bump => current_epoch + 1,
+            EpochPick::Lower => current_epoch.saturating_sub(1),
+        };
+        let seq = match (&prod.epoch, &prod.seq) {
+            (EpochPick::Bump, SeqPick::Next) | (_, SeqPick::Zero) => 0,
+            (_, SeqPick::Next) => next,
+            (_, SeqPick::Back(k)) => next.saturating_sub(1 + k),
+            (_, SeqPick::Ahead(k)) => next + k,
+        };
+        Some(ProducerArgs {
+            id: name.to_string(),
+            epoch,
+            seq,
+        })
+    }
+
+    fn offset(&self, s: usize, at: &At) -> u64 {
+        let stream = self.model.streams.get(&id(s));
+        let (tail, retained) = stream.map_or((0, 0), |st| (st.tail(), st.retained));
+        let snapshot = stream
+            .and_then(|st| st.snapshots.keys().next_back().copied())
+            .unwrap_or(tail);
+        match at {
+            At::Abs(n) => *n,
+            At::FromTail(k) => tail.saturating_sub(*k),
+            At::FromRetained(k) => retained + k,
+            At::Beyond(k) => tail + k,
+            At::BelowSnapshot(k) => snapshot.saturating_sub(*k),
+        }
+    }
+
+    pub(crate) fn step(&mut self, step: &Step) -> Result<(), TestCaseError> {
+        let step = &self.resolve(step);
+        match step {
+            Step::Advance(ms) => self.now += ms,
+            Step::Create {
+                s,
+                ct,
+                payload,
+                closed,
+                life,
+                attrs,
+                producer,
+                seq,
+            } => {
+                let mut req = Create::new(id(*s));
+                req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
+                req.initial_payload = payload.map(|len| self.payload(len));
+                req.closed = *closed;
+                (req.ttl_s, req.expires_at_ms) = match life {
+                    Life::Forever => (None, None),
+                    Life::Ttl(ttl) => (Some(*ttl), None),
+                    Life::ExpiresIn(delta) => (None, Some(self.now.saturating_add_signed(*delta))),
+                    Life::Both => (Some(2), Some(self.now + 5_000)),
+                    Life::ZeroTtl => (Some(0), None),
+                };
+                req.attrs = attrs.map(|a| ATTRS[a].to_string());
+                req.producer = self.producer(*s, producer);
+                req.stream_seq = seq.map(|n| format!("{n:02}"));
+                self.command(Op::Create(req))?;
+            }
+            Step::Append {
+                s,
+                len,
+                ct,
+                close_after,
+                seq,
+                producer,
+            } => {
+                let mut req = Append::new(id(*s), self.payload(*len)).close_after(*close_after);
+                req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
+                req.stream_seq = seq.map(|n| format!("{n:02}"));
+                req.producer = self.producer(*s, producer);
+                self.command(Op::Append(req))?;
+            }
+            Step::Batch {
+                s,
+                lens,
+                ct,
+                producer,
+            } => {
+                let payloads = lens.iter().map(|len| self.payload(*len)).collect();
+                let mut req = AppendBatch::new(id(*s), payloads);
+                req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
+                req.producer = self.producer(*s, producer);
+                self.command(Op::AppendBatch(req))?;
+            }
+            Step::Close { s, seq, producer } => {
+                let mut req = Close::new(id(*s));
+                req.stream_seq = seq.map(|n| format!("{n:02}"));
+                req.producer = self.producer(*s, producer);
+                self.command(Op::Close(req))?;
+            }
+            Step::Delete(s) => self.command(Op::Delete(id(*s)))?,
+            Step::SetAttrs { s, attrs } => self.command(Op::SetAttrs {
+                id: id(*s),
+                attrs: attrs.map(|a| ATTRS[a].to_string()),
+            })?,
+            Step::Touch(s) => self.command(Op::Touch(id(*s)))?,
+            Step::Publish {
+                s,
+                at,
+                variant,
+                ct,
+                digest,
+            } => {
+                let payload = Bytes::from(vec![*variant; 3]);
+                let mut req = PublishSnapshot::new(id(*s), self.offset(*s, at), payload.clone())
+                    .content_type(CONTENT_TYPES[*ct]);
+                req.expected_digest = match digest {
+                    Digest::Absent => None,
+                    Digest::Right => Some(*blake3::hash(&payload).as_bytes()),
+                    Digest::Wrong => Some([9; 32]),
+                };
+                self.command(Op::PublishSnapshot(req))?;
+            }
+            Step::Retain { s, at } => self.command(Op::AdvanceRetention {
+                id: id(*s),
+                offset: self.offset(*s, at),
+            })?,
+            Step::ExpireDue => self.command(Op::ExpireDue)?,
+            Step::Read { s, at, max_len } => {
+                self.compare_read(*s, self.offset(*s, at), *max_len)?;
+            }
+            Step::ReadAll(s) => {
+                let mut offset = self.offset(*s, &At::FromRetained(0));
+                for _ in 0..10_000 {
+                    match self.compare_read(*s, offset, 24)? {
+                        Some((next, false)) => offset = next,
+                        _ => break,
+                    }
+                }
+            }
+            Step::Bootstrap { s, max_len } => {
+                let real = self
+                    .real
+                    .bootstrap(&id(*s), *max_len, self.now)
+                    .map_err(|e| Fault::of(&e))
+                    .map(|b| {
+                        let snapshot = b
+                            .snapshot
+                            .map(|s| (s.offset, s.content_type, s.payload.to_vec()));
+                        (
+                            snapshot,
+                            b.updates.payload.to_vec(),
+                            b.updates.next_offset,
+                            b.updates.up_to_date,
+                            b.updates.closed,
+                        )
+                    });
+                let model =
+                    self.model
+                        .bootstrap(&id(*s), *max_len, self.now)
+                        .map(|(snapshot, r)| {
+                            (snapshot, r.bytes, r.next_offset, r.up_to_date, r.closed)
+                        });
+                prop_assert_eq!(real, model, "bootstrap of {}", id(*s));
+            }
+            Step::Roundtrip { cut } => {
+                let bytes = self.real.encode_snapshot();
+                let decoded = GroupState::decode_snapshot(&bytes, limits());
+                prop_assert!(decoded.is_ok(), "decode failed: {:?}", decoded.err());
+                let decoded = decoded.unwrap();
+                prop_assert_eq!(&decoded, &self.real);
+                prop_assert_eq!(decoded.encode_snapshot(), bytes.clone());
+                let truncated = GroupState::decode_snapshot(&bytes[..cut % bytes.len()], limits());
+                prop_assert_eq!(
+                    truncated.map(|_| ()).unwrap_err().code(),
+                    ErrorCode::Corrupted
+                );
+                self.real = decoded;
+            }
+        }
+        self.compare_views()
+    }
+
+    /// The step with its stream pick resolved by [`Self::target`].
+    fn resolve(&self, step: &Step) -> Step {
+        let mut step = step.clone();
+        match &mut step {
+            // Creates name any stream half the time, to reach new names.
+            Step::Create { s, .. } if *s < 2 * IDS => *s %= IDS,
+            Step::Create { s, .. }
+            | Step::Append { s, .. }
+            | Step::Batch { s, .. }
+            | Step::Close { s, .. }
+            | Step::Delete(s)
+            | Step::SetAttrs { s, .. }
+            | Step::Touch(s)
+            | Step::Publish { s, .. }
+            | Step::Retain { s, .. }
+            | Step::Read { s, .. }
+            | Step::ReadAll(s)
+            | Step::Bootstrap { s, .. } => *s = self.target(*s),
+            Step::Advance(_) | Step::ExpireDue | Step::Roundtrip { .. } => {}
+        }
+        step
+    }
+
+    /// Applies one command to both sides and compares what they show.
+    fn command(&mut self, op: Op) -> Result<(), TestCaseError> {
+        let cmd = Command {
+            now_ms: self.now,
+            op,
+        };
+        let before = self.real.clone();
+        let mut effects = Vec::new();
+        let applied = self.real.apply(&cmd, &mut effects);
+        self.real.check_invariants();
+        let real = observe(&applied, effects);
+        let model = self.model.apply(&cmd);
+        prop_assert_eq!(&real, &model, "command {:?} at {}", cmd.op, self.now);
+        if !real.mutated {
+            prop_assert!(
+                self.real == before,
+                "{:?} changed state without mutating",
+                cmd.op
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads on both sides; returns `(next_offset, up_to_date)` on success.
+    fn compare_read(
+        &self,
+        s: usize,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<Option<(u64, bool)>, TestCaseError> {
+        let req = Read::new(id(s)).offset(offset).max_len(max_len);
+        let real = self.real.read(&req, self.now).map_err(|e| Fault::of(&e));
+        let model = self.model.read(&id(s), offset, max_len, self.now);
+        match (&real, &model) {
+            (Ok(r), Ok(m)) => {
+                prop_assert_eq!(r.offset, offset);
+                prop_assert_eq!(
+                    &r.payload[..],
+                    &m.bytes[..],
+                    "bytes of {} at {}",
+                    id(s),
+                    offset
+                );
+                prop_assert_eq!(
+                    (r.next_offset, r.up_to_date, r.closed),
+                    (m.next_offset, m.up_to_date, m.closed)
+                );
+                Ok(Some((r.next_offset, r.up_to_date)))
+            }
+            (Err(r), Err(m)) => {
+                prop_assert_eq!(r, m, "read of {} at {}", id(s), offset);
+                Ok(None)
+            }
+            _ => Err(TestCaseError::fail(format!(
+                "read of {} at {offset}: real {real:?}, model {model:?}",
+                id(s)
+            ))),
+        }
+    }
+
+    /// Compares everything queryable without a command.
+    fn compare_views(&self) -> Result<(), TestCaseError> {
+        self.real.check_invariants();
+        prop_assert_eq!(self.real.commit_index(), self.model.commit_index);
+        prop_assert_eq!(self.real.hot_bytes(), self.model.hot_bytes());
+        prop_assert_eq!(self.real.stream_count(), self.model.streams.len() as u64);
+        prop_assert_eq!(self.real.next_expiry_ms(), self.model.next_expiry_ms());
+        for s in 0..IDS {
+            let real = self.real.head(&id(s), self.now).map_err(|e| Fault::of(&e));
+            prop_assert_eq!(real, self.model.head(&id(s), self.now), "head of {}", id(s));
+            let real = self
+                .real
+                .get_attrs(&id(s), self.now)
+                .map_err(|e| Fault::of(&e));
+            prop_assert_eq!(
+                real,
+                self.model.get_attrs(&id(s), self.now),
+                "attrs of {}",
+                id(s)
+            );
+            prop_assert_eq!(
+                self.real.renewal_due(&id(s), self.now),
+                self.model.renewal_due(&id(s), self.now)
+            );
+        }
+        Ok(())
+    }
+}

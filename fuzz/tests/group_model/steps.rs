@@ -1,0 +1,269 @@
+//! The vocabulary of the property test: the stream names, producers and
+//! settings it draws from, the limits it runs under, the abstract steps it
+//! generates, and the proptest strategies that generate them. Steps name
+//! streams and seqs abstractly; `run.rs` resolves them against the model's
+//! current state (so retries, gaps and epoch changes hit real producers).
+
+use proptest::prelude::*;
+use rill_shard::group::GroupLimits;
+use rill_shard::StreamId;
+
+pub(crate) const BUCKETS: [&str; 3] = ["a", "b", "c"];
+pub(crate) const STREAMS: [&str; 2] = ["x", "y"];
+pub(crate) const IDS: usize = BUCKETS.len() * STREAMS.len();
+pub(crate) const PRODUCERS: [&str; 3] = ["p0", "p1", "p2"];
+pub(crate) const CONTENT_TYPES: [&str; 2] = ["text/plain", "application/json"];
+pub(crate) const ATTRS: [&str; 5] = [
+    r#"{"title":"t"}"#,
+    r#"{"metadata":{"k":1}}"#,
+    "{}",
+    "[1]",
+    r#"{"title":5}"#,
+];
+
+pub(crate) fn limits() -> GroupLimits {
+    GroupLimits {
+        max_streams_per_group: 4,
+        max_producers_per_stream: 2,
+        producer_window: 3,
+        max_snapshots_per_stream: 2,
+        max_read_bytes: 24,
+    }
+}
+
+pub(crate) fn id(index: usize) -> StreamId {
+    StreamId::new(
+        BUCKETS[index / STREAMS.len()],
+        STREAMS[index % STREAMS.len()],
+    )
+    .unwrap()
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum EpochPick {
+    Same,
+    Bump,
+    Lower,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum SeqPick {
+    Next,
+    Back(u64),
+    Ahead(u64),
+    Zero,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Prod {
+    pub p: usize,
+    pub epoch: EpochPick,
+    pub seq: SeqPick,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Life {
+    Forever,
+    Ttl(u64),
+    ExpiresIn(i64),
+    Both,
+    ZeroTtl,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum At {
+    Abs(u64),
+    FromTail(u64),
+    FromRetained(u64),
+    Beyond(u64),
+    /// The latest application snapshot's offset minus this much.
+    BelowSnapshot(u64),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Digest {
+    Absent,
+    Right,
+    Wrong,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    Advance(u64),
+    Create {
+        s: usize,
+        ct: Option<usize>,
+        payload: Option<usize>,
+        closed: bool,
+        life: Life,
+        attrs: Option<usize>,
+        producer: Option<Prod>,
+        seq: Option<u8>,
+    },
+    Append {
+        s: usize,
+        len: usize,
+        ct: Option<usize>,
+        close_after: bool,
+        seq: Option<u8>,
+        producer: Option<Prod>,
+    },
+    Batch {
+        s: usize,
+        lens: Vec<usize>,
+        ct: Option<usize>,
+        producer: Option<Prod>,
+    },
+    Close {
+        s: usize,
+        seq: Option<u8>,
+        producer: Option<Prod>,
+    },
+    Delete(usize),
+    SetAttrs {
+        s: usize,
+        attrs: Option<usize>,
+    },
+    Touch(usize),
+    Publish {
+        s: usize,
+        at: At,
+        variant: u8,
+        ct: usize,
+        digest: Digest,
+    },
+    Retain {
+        s: usize,
+        at: At,
+    },
+    ExpireDue,
+    Read {
+        s: usize,
+        at: At,
+        max_len: usize,
+    },
+    ReadAll(usize),
+    Bootstrap {
+        s: usize,
+        max_len: usize,
+    },
+    Roundtrip {
+        cut: usize,
+    },
+}
+
+pub(crate) fn prod() -> impl Strategy<Value = Prod> {
+    let epoch = prop_oneof![8 => Just(EpochPick::Same), 1 => Just(EpochPick::Bump), 1 => Just(EpochPick::Lower)];
+    let seq = prop_oneof![
+        6 => Just(SeqPick::Next),
+        3 => (0..6u64).prop_map(SeqPick::Back),
+        1 => (1..3u64).prop_map(SeqPick::Ahead),
+        1 => Just(SeqPick::Zero),
+    ];
+    let p = prop_oneof![3 => Just(0usize), 1 => 1..PRODUCERS.len()];
+    (p, epoch, seq).prop_map(|(p, epoch, seq)| Prod { p, epoch, seq })
+}
+
+pub(crate) fn len() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => Just(0usize), 6 => 1..12usize]
+}
+
+pub(crate) fn at() -> impl Strategy<Value = At> {
+    prop_oneof![
+        (0..40u64).prop_map(At::Abs),
+        (0..6u64).prop_map(At::FromTail),
+        (0..6u64).prop_map(At::FromRetained),
+        (1..3u64).prop_map(At::Beyond),
+        (0..4u64).prop_map(At::BelowSnapshot),
+    ]
+}
+
+pub(crate) fn life() -> impl Strategy<Value = Life> {
+    prop_oneof![
+        6 => Just(Life::Forever),
+        3 => (1..4u64).prop_map(Life::Ttl),
+        2 => (-500..6_000i64).prop_map(Life::ExpiresIn),
+        1 => Just(Life::Both),
+        1 => Just(Life::ZeroTtl),
+    ]
+}
+
+pub(crate) fn step() -> impl Strategy<Value = Step> {
+    let s = || 0..IDS * 4;
+    let ct = || proptest::option::weighted(0.3, 0..CONTENT_TYPES.len());
+    let producer = || proptest::option::weighted(0.5, prod());
+    let seq = || proptest::option::weighted(0.2, 0..30u8);
+    let create = (
+        s(),
+        ct(),
+        proptest::option::weighted(0.4, 0..10usize),
+        any::<bool>(),
+        life(),
+    )
+        .prop_flat_map(move |(s, ct, payload, closed, life)| {
+            (
+                proptest::option::weighted(0.3, 0..ATTRS.len()),
+                producer(),
+                seq(),
+            )
+                .prop_map(move |(attrs, producer, seq)| Step::Create {
+                    s,
+                    ct,
+                    payload,
+                    closed: closed && payload.is_some(),
+                    life: life.clone(),
+                    attrs,
+                    producer,
+                    seq,
+                })
+        });
+    let append = (
+        s(),
+        len(),
+        proptest::option::weighted(0.2, 0..CONTENT_TYPES.len()),
+        proptest::bool::weighted(0.04),
+        seq(),
+        producer(),
+    )
+        .prop_map(|(s, len, ct, close_after, seq, producer)| Step::Append {
+            s,
+            len,
+            ct,
+            close_after,
+            seq,
+            producer,
+        });
+    let batch = (
+        s(),
+        proptest::collection::vec(len(), 0..5),
+        proptest::option::weighted(0.1, 0..CONTENT_TYPES.len()),
+        producer(),
+    )
+        .prop_map(|(s, lens, ct, producer)| Step::Batch {
+            s,
+            lens,
+            ct,
+            producer,
+        });
+    let digest =
+        prop_oneof![3 => Just(Digest::Absent), 1 => Just(Digest::Right), 1 => Just(Digest::Wrong)];
+    prop_oneof![
+        3 => (0..2_500u64).prop_map(Step::Advance),
+        4 => create,
+        10 => append,
+        3 => batch,
+        1 => (s(), seq(), producer()).prop_map(|(s, seq, producer)| Step::Close { s, seq, producer }),
+        1 => s().prop_map(Step::Delete),
+        1 => (s(), proptest::option::of(0..ATTRS.len())).prop_map(|(s, attrs)| Step::SetAttrs { s, attrs }),
+        2 => s().prop_map(Step::Touch),
+        2 => (s(), at(), 0..3u8, 0..CONTENT_TYPES.len(), digest)
+            .prop_map(|(s, at, variant, ct, digest)| Step::Publish { s, at, variant, ct, digest }),
+        2 => (s(), prop_oneof![1 => at(), 2 => (0..4u64).prop_map(At::BelowSnapshot)])
+            .prop_map(|(s, at)| Step::Retain { s, at }),
+        1 => Just(Step::ExpireDue),
+        3 => (s(), at(), 0..30usize).prop_map(|(s, at, max_len)| Step::Read { s, at, max_len }),
+        1 => s().prop_map(Step::ReadAll),
+        1 => (s(), 0..30usize).prop_map(|(s, max_len)| Step::Bootstrap { s, max_len }),
+        1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
+    ]
+}
