@@ -15,6 +15,7 @@ use crate::group::producer::{ItemOutcome, ProducerState};
 use crate::group::stream::StreamState;
 use crate::group::GroupState;
 use crate::integrity::SetSum;
+use crate::name::validate_name;
 
 type Check = std::result::Result<(), String>;
 
@@ -43,6 +44,7 @@ impl GroupState {
         let mut stream_count = 0u64;
         let mut expiry = BTreeSet::new();
         for (bucket, streams) in &self.buckets {
+            validate_name("bucket", bucket).map_err(|e| format!("bucket {bucket:?}: {e}"))?;
             for (name, stream) in streams {
                 let at = format!("stream {bucket:?}/{name:?}");
                 ensure(

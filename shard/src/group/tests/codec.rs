@@ -1,13 +1,15 @@
 //! Group snapshots (SPEC §7): deterministic encoding, exact round trip, and a
 //! decoder that answers `Corrupted` to anything else.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 
 use super::{sid, small_limits, Harness};
 use crate::api::{Append, AppendBatch, Create, PublishSnapshot};
 use crate::command::Op;
 use crate::error::ErrorCode;
-use crate::group::{GroupLimits, GroupState};
+use crate::group::{GroupLimits, GroupState, StreamState};
 
 /// A group with a bit of everything in it.
 fn busy_group() -> Harness {
@@ -165,6 +167,18 @@ fn sealed_garbage_is_corrupted() {
             ErrorCode::Corrupted
         );
     }
+    // A known bucket without streams still needs a valid name.
+    let bad_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
+        BTreeMap::from([("a/b".to_string(), BTreeMap::new())]);
+    let body = postcard::to_stdvec(&bad_bucket).unwrap();
+    assert_eq!(
+        decode(&seal(0, 1, 0, &body)).unwrap_err().code(),
+        ErrorCode::Corrupted
+    );
+    let good_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
+        BTreeMap::from([("ab".to_string(), BTreeMap::new())]);
+    let body = postcard::to_stdvec(&good_bucket).unwrap();
+    assert!(decode(&seal(0, 1, 0, &body)).is_ok());
     let mut bad_version = bytes.clone();
     bad_version[8] = 2;
     assert_eq!(
