@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use rill_shard::api::{
-    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
+    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
+    HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
 };
 use rill_shard::core::envelope::{Envelope, GroupSnapshot, Mail, Reply, Request};
 use rill_shard::core::mailbox::{mailbox, MailboxSender};

@@ -36,8 +36,8 @@ pub use metrics::MetricsSnapshot;
 pub use shape::SHAPE_FILE;
 
 pub use rill_shard::api::{
-    AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply,
-    Create, CreateReply, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
+    AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
+    CreateReply, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
     DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
 };
 pub use rill_shard::core::envelope::GroupSnapshot;

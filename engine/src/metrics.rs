@@ -5,9 +5,7 @@
 //! quiet, per-group sums equal the totals too. Latency summaries merge every
 //! core's HDR histogram.
 
-use rill_shard::metrics::{
-    empty_histogram, CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary,
-};
+use rill_shard::metrics::{empty_histogram, CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
 
 use crate::Engine;
 
@@ -38,9 +36,7 @@ impl Engine {
         let mut snap = MetricsSnapshot::default();
         let mut append = empty_histogram();
         let mut read = empty_histogram();
-        for (core, (metrics, mailbox)) in
-            self.core_metrics().iter().zip(self.mailbox_senders()).enumerate()
-        {
+        for (core, (metrics, mailbox)) in self.core_metrics().iter().zip(self.mailbox_senders()).enumerate() {
             let c = metrics.snapshot(core, mailbox.depth(), mailbox.capacity());
             snap.routed_requests += c.routed_requests;
             snap.accepted_appends += c.accepted_appends;

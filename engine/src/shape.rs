@@ -30,8 +30,8 @@ pub(crate) fn check_or_record(dir: &Path, groups: u32, cores: usize) -> Result<(
     let path = dir.join(SHAPE_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => {
-            let (version, recorded_groups, recorded_cores) = parse(&text)
-                .ok_or_else(|| Error::corrupted(format!("{} does not parse", path.display())))?;
+            let (version, recorded_groups, recorded_cores) =
+                parse(&text).ok_or_else(|| Error::corrupted(format!("{} does not parse", path.display())))?;
             if version != SHAPE_VERSION {
                 return Err(Error::new(ErrorKind::ShapeMismatch {
                     field: "format version",
@@ -83,9 +83,7 @@ fn write(dir: &Path, groups: u32, cores: usize) -> Result<()> {
     file.write_all(text.as_bytes()).map_err(|e| Error::io("write shape file", &e))?;
     file.sync_all().map_err(|e| Error::io("sync shape file", &e))?;
     fs::rename(&tmp, dir.join(SHAPE_FILE)).map_err(|e| Error::io("rename shape file", &e))?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("sync data directory", &e))?;
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync data directory", &e))?;
     Ok(())
 }
 

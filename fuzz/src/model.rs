@@ -100,10 +100,7 @@ impl ModelStream {
 
     /// Records that retention has not dropped (those ending above it).
     pub fn live_records(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.records
-            .iter()
-            .copied()
-            .filter(|(_, end)| *end > self.retained)
+        self.records.iter().copied().filter(|(_, end)| *end > self.retained)
     }
 
     /// Bytes the real machine still holds for this stream.
@@ -112,10 +109,7 @@ impl ModelStream {
     }
 
     pub fn integrity(&self) -> Integrity {
-        let mut integrity = Integrity {
-            live: SetSum::default(),
-            evicted: SetSum::default(),
-        };
+        let mut integrity = Integrity { live: SetSum::default(), evicted: SetSum::default() };
         for (start, end) in self.records.iter().copied() {
             let digest = record_digest(start, &self.data[start as usize..end as usize]);
             if end > self.retained {
@@ -155,12 +149,7 @@ pub struct Model {
 
 impl Model {
     pub fn new(limits: GroupLimits) -> Self {
-        Model {
-            limits,
-            commit_index: 0,
-            buckets: BTreeSet::new(),
-            streams: BTreeMap::new(),
-        }
+        Model { limits, commit_index: 0, buckets: BTreeSet::new(), streams: BTreeMap::new() }
     }
 
     /// The live stream, or the not-found fault SPEC §2 gives.
@@ -176,9 +165,7 @@ impl Model {
 
     pub fn find_mut(&mut self, id: &StreamId, now_ms: u64) -> Result<&mut ModelStream, Fault> {
         self.find(id, now_ms)?;
-        self.streams
-            .get_mut(id)
-            .ok_or(Fault::new(ErrorCode::StreamNotFound))
+        self.streams.get_mut(id).ok_or(Fault::new(ErrorCode::StreamNotFound))
     }
 
     pub fn hot_bytes(&self) -> u64 {
@@ -186,31 +173,16 @@ impl Model {
     }
 
     pub fn next_expiry_ms(&self) -> Option<u64> {
-        self.streams
-            .values()
-            .filter_map(ModelStream::deadline)
-            .min()
+        self.streams.values().filter_map(ModelStream::deadline).min()
     }
 
-    pub fn read(
-        &self,
-        id: &StreamId,
-        offset: u64,
-        max_len: usize,
-        now_ms: u64,
-    ) -> Result<ModelRead, Fault> {
+    pub fn read(&self, id: &StreamId, offset: u64, max_len: usize, now_ms: u64) -> Result<ModelRead, Fault> {
         let stream = self.find(id, now_ms)?;
         if offset < stream.retained {
-            return Err(Fault::with(
-                ErrorCode::OffsetGone,
-                &[offset, stream.retained],
-            ));
+            return Err(Fault::with(ErrorCode::OffsetGone, &[offset, stream.retained]));
         }
         if offset > stream.tail() {
-            return Err(Fault::with(
-                ErrorCode::OffsetOutOfRange,
-                &[offset, stream.tail()],
-            ));
+            return Err(Fault::with(ErrorCode::OffsetOutOfRange, &[offset, stream.tail()]));
         }
         let len = max_len.min(self.limits.max_read_bytes);
         if len == 0 {
@@ -256,14 +228,8 @@ impl Model {
         now_ms: u64,
     ) -> Result<(Option<(u64, String, Vec<u8>)>, ModelRead), Fault> {
         let stream = self.find(id, now_ms)?;
-        let latest = stream
-            .snapshots
-            .iter()
-            .next_back()
-            .map(|(o, (ct, p))| (*o, ct.clone(), p.clone()));
-        let from = latest
-            .as_ref()
-            .map_or(stream.retained, |(offset, _, _)| *offset);
+        let latest = stream.snapshots.iter().next_back().map(|(o, (ct, p))| (*o, ct.clone(), p.clone()));
+        let from = latest.as_ref().map_or(stream.retained, |(offset, _, _)| *offset);
         Ok((latest, self.read(id, from, max_len, now_ms)?))
     }
 

@@ -36,11 +36,7 @@ impl Model {
             Op::AdvanceRetention { id, offset } => self.retain(id, *offset, now),
             Op::ExpireDue => self.expire(now, &mut effects),
         };
-        Observed {
-            result,
-            mutated: self.commit_index != before,
-            effects,
-        }
+        Observed { result, mutated: self.commit_index != before, effects }
     }
 
     fn create(&mut self, req: &Create, now: u64, effects: &mut Vec<Effect>) -> Answer {
@@ -82,10 +78,7 @@ impl Model {
         }
         let others = self.streams.len() as u64 - u64::from(replacing);
         if others >= self.limits.max_streams_per_group {
-            return Err(Fault::with(
-                ErrorCode::TooManyStreams,
-                &[self.limits.max_streams_per_group],
-            ));
+            return Err(Fault::with(ErrorCode::TooManyStreams, &[self.limits.max_streams_per_group]));
         }
 
         self.commit_index += 1;
@@ -114,11 +107,7 @@ impl Model {
         }
         let next_offset = stream.tail();
         self.streams.insert(req.id.clone(), stream);
-        Ok(Outcome::Created {
-            already_exists: false,
-            next_offset,
-            commit_index: self.commit_index,
-        })
+        Ok(Outcome::Created { already_exists: false, next_offset, commit_index: self.commit_index })
     }
 
     fn append(&mut self, req: &Append, now: u64, effects: &mut Vec<Effect>) -> Answer {
@@ -130,11 +119,7 @@ impl Model {
         if let Some(p) = &req.producer {
             if let Verdict::Replay((commit_index, items)) = self.judge(stream, p)? {
                 let last = last_ok(&items);
-                return Ok(Outcome::Appended(Item {
-                    deduplicated: true,
-                    commit_index,
-                    ..last
-                }));
+                return Ok(Outcome::Appended(Item { deduplicated: true, commit_index, ..last }));
             }
         }
         if stream.closed {
@@ -178,10 +163,7 @@ impl Model {
         let stream = self.find(&req.id, now)?;
         let every = |fault: Fault, commit_index: u64| {
             let items = req.payloads.iter().map(|_| Err(fault.clone())).collect();
-            Ok(Outcome::Batch {
-                items,
-                commit_index,
-            })
+            Ok(Outcome::Batch { items, commit_index })
         };
         if let Err(fault) = content_type_ok(stream, req.content_type.as_deref()) {
             return every(fault, self.commit_index);
@@ -190,25 +172,13 @@ impl Model {
             if let Verdict::Replay((commit_index, items)) = self.judge(stream, p)? {
                 let items = items
                     .into_iter()
-                    .map(|item| {
-                        item.map(|i| Item {
-                            deduplicated: true,
-                            commit_index,
-                            ..i
-                        })
-                    })
+                    .map(|item| item.map(|i| Item { deduplicated: true, commit_index, ..i }))
                     .collect();
-                return Ok(Outcome::Batch {
-                    items,
-                    commit_index,
-                });
+                return Ok(Outcome::Batch { items, commit_index });
             }
         }
         if stream.closed {
-            return every(
-                Fault::with(ErrorCode::StreamClosed, &[stream.tail()]),
-                self.commit_index,
-            );
+            return every(Fault::with(ErrorCode::StreamClosed, &[stream.tail()]), self.commit_index);
         }
         if req.payloads.iter().all(|p| p.is_empty()) {
             return every(Fault::new(ErrorCode::EmptyAppend), self.commit_index);
@@ -233,10 +203,7 @@ impl Model {
         stream.last_access_ms = now;
         self.streams.insert(req.id.clone(), stream);
         effects.push(Effect::Advanced(req.id.clone()));
-        Ok(Outcome::Batch {
-            items,
-            commit_index: self.commit_index,
-        })
+        Ok(Outcome::Batch { items, commit_index: self.commit_index })
     }
 
     fn close(&mut self, req: &Close, now: u64, effects: &mut Vec<Effect>) -> Answer {
@@ -244,11 +211,7 @@ impl Model {
         if let Some(p) = &req.producer {
             if let Verdict::Replay((commit_index, items)) = self.judge(stream, p)? {
                 let last = last_ok(&items);
-                return Ok(Outcome::Closed {
-                    next_offset: last.next,
-                    already_closed: false,
-                    commit_index,
-                });
+                return Ok(Outcome::Closed { next_offset: last.next, already_closed: false, commit_index });
             }
         }
         if stream.closed {
@@ -274,11 +237,7 @@ impl Model {
         let next_offset = stream.tail();
         self.streams.insert(req.id.clone(), stream);
         effects.push(Effect::Advanced(req.id.clone()));
-        Ok(Outcome::Closed {
-            next_offset,
-            already_closed: false,
-            commit_index: self.commit_index,
-        })
+        Ok(Outcome::Closed { next_offset, already_closed: false, commit_index: self.commit_index })
     }
 
     fn delete(&mut self, id: &StreamId, now: u64, effects: &mut Vec<Effect>) -> Answer {
@@ -286,9 +245,7 @@ impl Model {
         self.commit_index += 1;
         self.streams.remove(id);
         effects.push(Effect::Removed(id.clone()));
-        Ok(Outcome::Deleted {
-            commit_index: self.commit_index,
-        })
+        Ok(Outcome::Deleted { commit_index: self.commit_index })
     }
 
     fn set_attrs(&mut self, id: &StreamId, attrs: Option<&str>, now: u64) -> Answer {
@@ -298,9 +255,7 @@ impl Model {
         }
         self.commit_index += 1;
         self.find_mut(id, now)?.attrs = attrs.map(str::to_string);
-        Ok(Outcome::AttrsSet {
-            commit_index: self.commit_index,
-        })
+        Ok(Outcome::AttrsSet { commit_index: self.commit_index })
     }
 
     fn touch(&mut self, id: &StreamId, now: u64) -> Answer {
@@ -316,16 +271,10 @@ impl Model {
     fn publish(&mut self, req: &PublishSnapshot, now: u64) -> Answer {
         let stream = self.find(&req.id, now)?;
         if req.offset > stream.tail() {
-            return Err(Fault::with(
-                ErrorCode::OffsetOutOfRange,
-                &[req.offset, stream.tail()],
-            ));
+            return Err(Fault::with(ErrorCode::OffsetOutOfRange, &[req.offset, stream.tail()]));
         }
         if req.offset < stream.retained {
-            return Err(Fault::with(
-                ErrorCode::OffsetGone,
-                &[req.offset, stream.retained],
-            ));
+            return Err(Fault::with(ErrorCode::OffsetGone, &[req.offset, stream.retained]));
         }
         if let Some(expected) = req.expected_digest {
             if blake3::hash(&req.payload).as_bytes() != &expected {
@@ -345,18 +294,12 @@ impl Model {
         self.commit_index += 1;
         let keep = self.limits.max_snapshots_per_stream;
         let stream = self.find_mut(&req.id, now)?;
-        stream
-            .snapshots
-            .insert(req.offset, (req.content_type.clone(), req.payload.to_vec()));
+        stream.snapshots.insert(req.offset, (req.content_type.clone(), req.payload.to_vec()));
         while stream.snapshots.len() > keep {
             let lowest = *stream.snapshots.keys().next().expect("non-empty");
             stream.snapshots.remove(&lowest);
         }
-        Ok(Outcome::Snapshot {
-            offset: req.offset,
-            already_existed: false,
-            commit_index: self.commit_index,
-        })
+        Ok(Outcome::Snapshot { offset: req.offset, already_existed: false, commit_index: self.commit_index })
     }
 
     fn retain(&mut self, id: &StreamId, offset: u64, now: u64) -> Answer {
@@ -376,19 +319,12 @@ impl Model {
         let stream = self.find_mut(id, now)?;
         stream.retained = offset;
         stream.snapshots.retain(|at, _| *at >= offset);
-        Ok(Outcome::Retention {
-            retained_offset: offset,
-            commit_index: self.commit_index,
-        })
+        Ok(Outcome::Retention { retained_offset: offset, commit_index: self.commit_index })
     }
 
     fn expire(&mut self, now: u64, effects: &mut Vec<Effect>) -> Answer {
-        let removed: Vec<StreamId> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| !s.alive(now))
-            .map(|(id, _)| id.clone())
-            .collect();
+        let removed: Vec<StreamId> =
+            self.streams.iter().filter(|(_, s)| !s.alive(now)).map(|(id, _)| id.clone()).collect();
         if !removed.is_empty() {
             self.commit_index += 1;
             for id in &removed {

@@ -40,33 +40,20 @@ impl Model {
             return Err(Fault::with(ErrorCode::ProducerSeqConflict, &[0, p.seq]));
         };
         if p.epoch < known.epoch {
-            return Err(Fault::with(
-                ErrorCode::ProducerFenced,
-                &[known.epoch, p.epoch],
-            ));
+            return Err(Fault::with(ErrorCode::ProducerFenced, &[known.epoch, p.epoch]));
         }
         if p.epoch > known.epoch {
-            return if p.seq == 0 {
-                Ok(Verdict::Proceed)
-            } else {
-                Err(Fault::new(ErrorCode::BadRequest))
-            };
+            return if p.seq == 0 { Ok(Verdict::Proceed) } else { Err(Fault::new(ErrorCode::BadRequest)) };
         }
         if p.seq == known.last_seq + 1 {
             return Ok(Verdict::Proceed);
         }
         if p.seq > known.last_seq {
-            return Err(Fault::with(
-                ErrorCode::ProducerSeqConflict,
-                &[known.last_seq + 1, p.seq],
-            ));
+            return Err(Fault::with(ErrorCode::ProducerSeqConflict, &[known.last_seq + 1, p.seq]));
         }
         let oldest = (known.last_seq + 1).saturating_sub(self.limits.producer_window as u64);
         if p.seq < oldest {
-            return Err(Fault::with(
-                ErrorCode::ProducerDuplicateTooOld,
-                &[p.seq, oldest],
-            ));
+            return Err(Fault::with(ErrorCode::ProducerDuplicateTooOld, &[p.seq, oldest]));
         }
         Ok(Verdict::Replay(known.history[&p.seq].clone()))
     }
@@ -91,15 +78,12 @@ impl Model {
                 stream.producers.remove(&victim);
             }
         }
-        let entry = stream
-            .producers
-            .entry(p.id.clone())
-            .or_insert(ModelProducer {
-                epoch: p.epoch,
-                last_seq: 0,
-                last_used: 0,
-                history: Default::default(),
-            });
+        let entry = stream.producers.entry(p.id.clone()).or_insert(ModelProducer {
+            epoch: p.epoch,
+            last_seq: 0,
+            last_used: 0,
+            history: Default::default(),
+        });
         if entry.epoch != p.epoch {
             entry.epoch = p.epoch;
             entry.history.clear();
@@ -111,12 +95,7 @@ impl Model {
 }
 
 pub(crate) fn last_ok(items: &[Result<Item, Fault>]) -> Item {
-    items
-        .iter()
-        .rev()
-        .find_map(|i| i.as_ref().ok())
-        .cloned()
-        .expect("a stored outcome landed something")
+    items.iter().rev().find_map(|i| i.as_ref().ok()).cloned().expect("a stored outcome landed something")
 }
 
 pub(crate) fn content_type_ok(stream: &ModelStream, requested: Option<&str>) -> Result<(), Fault> {

@@ -23,17 +23,11 @@ pub struct Fault {
 
 impl Fault {
     pub fn new(code: ErrorCode) -> Self {
-        Fault {
-            code,
-            context: Vec::new(),
-        }
+        Fault { code, context: Vec::new() }
     }
 
     pub fn with(code: ErrorCode, context: &[u64]) -> Self {
-        Fault {
-            code,
-            context: context.to_vec(),
-        }
+        Fault { code, context: context.to_vec() }
     }
 
     /// Reduces a real error.
@@ -41,16 +35,10 @@ impl Fault {
         let context = match error.kind() {
             ErrorKind::StreamClosed { next_offset } => vec![*next_offset],
             ErrorKind::ProducerSeqConflict { expected, received } => vec![*expected, *received],
-            ErrorKind::ProducerFenced {
-                current_epoch,
-                received_epoch,
-            } => {
+            ErrorKind::ProducerFenced { current_epoch, received_epoch } => {
                 vec![*current_epoch, *received_epoch]
             }
-            ErrorKind::ProducerDuplicateTooOld {
-                seq,
-                oldest_remembered,
-            } => {
+            ErrorKind::ProducerDuplicateTooOld { seq, oldest_remembered } => {
                 vec![*seq, *oldest_remembered]
             }
             ErrorKind::OffsetOutOfRange { offset, tail } => vec![*offset, *tail],
@@ -59,10 +47,7 @@ impl Fault {
             ErrorKind::TooManyStreams { limit } => vec![*limit],
             _ => Vec::new(),
         };
-        Fault {
-            code: error.code(),
-            context,
-        }
+        Fault { code: error.code(), context }
     }
 }
 
@@ -93,42 +78,16 @@ impl Item {
 /// A successful answer to a command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Created {
-        already_exists: bool,
-        next_offset: u64,
-        commit_index: u64,
-    },
+    Created { already_exists: bool, next_offset: u64, commit_index: u64 },
     Appended(Item),
-    Batch {
-        items: Vec<Result<Item, Fault>>,
-        commit_index: u64,
-    },
-    Closed {
-        next_offset: u64,
-        already_closed: bool,
-        commit_index: u64,
-    },
-    Deleted {
-        commit_index: u64,
-    },
-    AttrsSet {
-        commit_index: u64,
-    },
-    Touched {
-        renewed: bool,
-    },
-    Snapshot {
-        offset: u64,
-        already_existed: bool,
-        commit_index: u64,
-    },
-    Retention {
-        retained_offset: u64,
-        commit_index: u64,
-    },
-    Expired {
-        removed: Vec<StreamId>,
-    },
+    Batch { items: Vec<Result<Item, Fault>>, commit_index: u64 },
+    Closed { next_offset: u64, already_closed: bool, commit_index: u64 },
+    Deleted { commit_index: u64 },
+    AttrsSet { commit_index: u64 },
+    Touched { renewed: bool },
+    Snapshot { offset: u64, already_existed: bool, commit_index: u64 },
+    Retention { retained_offset: u64, commit_index: u64 },
+    Expired { removed: Vec<StreamId> },
 }
 
 /// Everything a command's application shows to the outside.
@@ -151,11 +110,7 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
             },
             Response::Append(r) => Outcome::Appended(Item::of(r)),
             Response::Batch(r) => Outcome::Batch {
-                items: r
-                    .items
-                    .iter()
-                    .map(|item| item.as_ref().map(Item::of).map_err(Fault::of))
-                    .collect(),
+                items: r.items.iter().map(|item| item.as_ref().map(Item::of).map_err(Fault::of)).collect(),
                 commit_index: r.commit_index,
             },
             Response::Close(r) => Outcome::Closed {
@@ -163,33 +118,19 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
                 already_closed: r.already_closed,
                 commit_index: r.commit_index,
             },
-            Response::Deleted { commit_index } => Outcome::Deleted {
-                commit_index: *commit_index,
-            },
-            Response::AttrsSet { commit_index } => Outcome::AttrsSet {
-                commit_index: *commit_index,
-            },
+            Response::Deleted { commit_index } => Outcome::Deleted { commit_index: *commit_index },
+            Response::AttrsSet { commit_index } => Outcome::AttrsSet { commit_index: *commit_index },
             Response::Touched { renewed } => Outcome::Touched { renewed: *renewed },
             Response::Snapshot(r) => Outcome::Snapshot {
                 offset: r.offset,
                 already_existed: r.already_existed,
                 commit_index: r.commit_index,
             },
-            Response::Retention {
-                retained_offset,
-                commit_index,
-            } => Outcome::Retention {
-                retained_offset: *retained_offset,
-                commit_index: *commit_index,
-            },
-            Response::Expired { removed } => Outcome::Expired {
-                removed: removed.clone(),
-            },
+            Response::Retention { retained_offset, commit_index } => {
+                Outcome::Retention { retained_offset: *retained_offset, commit_index: *commit_index }
+            }
+            Response::Expired { removed } => Outcome::Expired { removed: removed.clone() },
         }),
     };
-    Observed {
-        result,
-        mutated: applied.mutated,
-        effects,
-    }
+    Observed { result, mutated: applied.mutated, effects }
 }

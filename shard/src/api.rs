@@ -341,9 +341,7 @@ pub fn validate_attrs(json: &str) -> Result<(), Error> {
     }
     let value: serde_json::Value = serde_json::from_str(json)
         .map_err(|e| Error::bad_request(format!("attributes are not JSON: {e}")))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| Error::bad_request("attributes must be a JSON object"))?;
+    let object = value.as_object().ok_or_else(|| Error::bad_request("attributes must be a JSON object"))?;
     if let Some(title) = object.get("title") {
         if !title.is_string() {
             return Err(Error::bad_request("attribute `title` must be a string"));

@@ -11,8 +11,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::api::{
-    Append, AppendBatch, AppendReply, BatchReply, Close, CloseReply, Create, CreateReply,
-    PublishSnapshot, SnapshotReply,
+    Append, AppendBatch, AppendReply, BatchReply, Close, CloseReply, Create, CreateReply, PublishSnapshot,
+    SnapshotReply,
 };
 use crate::error::Result;
 use crate::name::StreamId;
@@ -35,11 +35,17 @@ pub enum Op {
     Close(Close),
     Delete(StreamId),
     /// Replace (`Some`) or clear (`None`) a stream's attributes.
-    SetAttrs { id: StreamId, attrs: Option<String> },
+    SetAttrs {
+        id: StreamId,
+        attrs: Option<String>,
+    },
     /// Renew a TTL stream's last-access time (reads renew through this).
     Touch(StreamId),
     PublishSnapshot(PublishSnapshot),
-    AdvanceRetention { id: StreamId, offset: u64 },
+    AdvanceRetention {
+        id: StreamId,
+        offset: u64,
+    },
     /// Remove every stream of the group whose expiry is at or before `now_ms`.
     ExpireDue,
 }
@@ -51,13 +57,24 @@ pub enum Response {
     Append(AppendReply),
     Batch(BatchReply),
     Close(CloseReply),
-    Deleted { commit_index: u64 },
-    AttrsSet { commit_index: u64 },
+    Deleted {
+        commit_index: u64,
+    },
+    AttrsSet {
+        commit_index: u64,
+    },
     /// `renewed` is false when the renewal was not needed (no mutation).
-    Touched { renewed: bool },
+    Touched {
+        renewed: bool,
+    },
     Snapshot(SnapshotReply),
-    Retention { retained_offset: u64, commit_index: u64 },
-    Expired { removed: Vec<StreamId> },
+    Retention {
+        retained_offset: u64,
+        commit_index: u64,
+    },
+    Expired {
+        removed: Vec<StreamId>,
+    },
 }
 
 /// Side effects of an applied command that the runtime must act on.

@@ -92,12 +92,10 @@ impl ErrorCode {
     /// The class every error of this code belongs to.
     pub fn class(self) -> ErrorClass {
         match self {
-            ErrorCode::LiveReadBackpressure
-            | ErrorCode::Overloaded
-            | ErrorCode::UncommittedBackpressure => ErrorClass::Temporary,
-            ErrorCode::Corrupted | ErrorCode::Io | ErrorCode::ShuttingDown => {
-                ErrorClass::Persistent
+            ErrorCode::LiveReadBackpressure | ErrorCode::Overloaded | ErrorCode::UncommittedBackpressure => {
+                ErrorClass::Temporary
             }
+            ErrorCode::Corrupted | ErrorCode::Io | ErrorCode::ShuttingDown => ErrorClass::Persistent,
             _ => ErrorClass::Permanent,
         }
     }
@@ -108,35 +106,103 @@ impl ErrorCode {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    StreamNotFound { bucket: String, stream: String },
-    BucketNotFound { bucket: String },
+    StreamNotFound {
+        bucket: String,
+        stream: String,
+    },
+    BucketNotFound {
+        bucket: String,
+    },
     /// The stream exists with different settings; `field` names the first
     /// setting that differs.
-    StreamConflict { field: &'static str },
-    ContentTypeMismatch { expected: String, received: String },
-    StreamClosed { next_offset: u64 },
-    StreamSeqConflict { last: String, received: String },
-    ProducerSeqConflict { expected: u64, received: u64 },
-    ProducerFenced { current_epoch: u64, received_epoch: u64 },
+    StreamConflict {
+        field: &'static str,
+    },
+    ContentTypeMismatch {
+        expected: String,
+        received: String,
+    },
+    StreamClosed {
+        next_offset: u64,
+    },
+    StreamSeqConflict {
+        last: String,
+        received: String,
+    },
+    ProducerSeqConflict {
+        expected: u64,
+        received: u64,
+    },
+    ProducerFenced {
+        current_epoch: u64,
+        received_epoch: u64,
+    },
     /// A retried producer seq older than the remembered window: it was
     /// accepted once, but its offsets are no longer known.
-    ProducerDuplicateTooOld { seq: u64, oldest_remembered: u64 },
+    ProducerDuplicateTooOld {
+        seq: u64,
+        oldest_remembered: u64,
+    },
     EmptyAppend,
-    InvalidName { field: &'static str, reason: &'static str },
-    BadRequest { reason: String },
-    PayloadTooLarge { len: u64, limit: u64 },
-    OffsetOutOfRange { offset: u64, tail: u64 },
-    OffsetGone { offset: u64, retained: u64 },
-    SnapshotConflict { offset: u64 },
-    SnapshotNotFound { offset: u64 },
-    TooManyStreams { limit: u64 },
-    LiveReadBackpressure { core: usize, limit: usize },
-    Overloaded { core: usize, capacity: usize },
-    UncommittedBackpressure { group: u32, before: u64, after: u64, limit: u64 },
-    PlacementMismatch { expected_group: u32, received_group: u32, reason: &'static str },
-    ShapeMismatch { field: &'static str, recorded: u64, requested: u64 },
-    Corrupted { what: String },
-    Io { op: &'static str, message: String },
+    InvalidName {
+        field: &'static str,
+        reason: &'static str,
+    },
+    BadRequest {
+        reason: String,
+    },
+    PayloadTooLarge {
+        len: u64,
+        limit: u64,
+    },
+    OffsetOutOfRange {
+        offset: u64,
+        tail: u64,
+    },
+    OffsetGone {
+        offset: u64,
+        retained: u64,
+    },
+    SnapshotConflict {
+        offset: u64,
+    },
+    SnapshotNotFound {
+        offset: u64,
+    },
+    TooManyStreams {
+        limit: u64,
+    },
+    LiveReadBackpressure {
+        core: usize,
+        limit: usize,
+    },
+    Overloaded {
+        core: usize,
+        capacity: usize,
+    },
+    UncommittedBackpressure {
+        group: u32,
+        before: u64,
+        after: u64,
+        limit: u64,
+    },
+    PlacementMismatch {
+        expected_group: u32,
+        received_group: u32,
+        reason: &'static str,
+    },
+    ShapeMismatch {
+        field: &'static str,
+        recorded: u64,
+        requested: u64,
+    },
+    Corrupted {
+        what: String,
+    },
+    Io {
+        op: &'static str,
+        message: String,
+    },
     ShuttingDown,
 }
 

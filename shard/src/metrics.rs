@@ -106,7 +106,12 @@ impl CoreMetrics {
         record(&self.read_latency, latency);
     }
 
-    pub fn snapshot(&self, core: usize, mailbox_depth: usize, mailbox_capacity: usize) -> CoreMetricsSnapshot {
+    pub fn snapshot(
+        &self,
+        core: usize,
+        mailbox_depth: usize,
+        mailbox_capacity: usize,
+    ) -> CoreMetricsSnapshot {
         CoreMetricsSnapshot {
             core,
             routed_requests: self.routed_requests.load(Relaxed),

@@ -137,14 +137,9 @@ mod tests {
     fn names_are_validated() {
         assert!(StreamId::new("b", "s").is_ok());
         assert!(StreamId::new("b".repeat(255), "s").is_ok());
-        for (bucket, stream) in [
-            ("", "s"),
-            ("b", ""),
-            ("a/b", "s"),
-            ("b", "x\0y"),
-            ("b", "line\nbreak"),
-            ("b", &"s".repeat(256)),
-        ] {
+        for (bucket, stream) in
+            [("", "s"), ("b", ""), ("a/b", "s"), ("b", "x\0y"), ("b", "line\nbreak"), ("b", &"s".repeat(256))]
+        {
             let err = StreamId::new(bucket, stream).unwrap_err();
             assert_eq!(err.code(), ErrorCode::InvalidName, "{bucket:?}/{stream:?}");
         }

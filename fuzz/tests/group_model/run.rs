@@ -12,8 +12,7 @@ use rill_shard::error::ErrorCode;
 use rill_shard::group::GroupState;
 
 use crate::steps::{
-    id, limits, At, Digest, EpochPick, Life, Prod, SeqPick, Step, ATTRS, CONTENT_TYPES, IDS,
-    PRODUCERS,
+    id, limits, At, Digest, EpochPick, Life, Prod, SeqPick, Step, ATTRS, CONTENT_TYPES, IDS, PRODUCERS,
 };
 
 /// The real machine and the model, side by side.
@@ -26,22 +25,14 @@ pub(crate) struct Run {
 
 impl Run {
     pub(crate) fn new() -> Self {
-        Run {
-            real: GroupState::new(0, 1, limits()),
-            model: Model::new(limits()),
-            now: 1_000_000,
-            counter: 0,
-        }
+        Run { real: GroupState::new(0, 1, limits()), model: Model::new(limits()), now: 1_000_000, counter: 0 }
     }
 
     /// A fresh payload; distinct bytes make misplaced data visible.
     fn payload(&mut self, len: usize) -> Bytes {
         self.counter += 1;
         let seed = self.counter;
-        (0..len)
-            .map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64 * 7)) as u8)
-            .collect::<Vec<u8>>()
-            .into()
+        (0..len).map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64 * 7)) as u8).collect::<Vec<u8>>().into()
     }
 
     /// Resolves a stream pick: below `IDS` it names a stream directly (which
@@ -51,12 +42,7 @@ impl Run {
         if pick < IDS || self.model.streams.is_empty() {
             return pick % IDS;
         }
-        let stored = self
-            .model
-            .streams
-            .keys()
-            .nth(pick % self.model.streams.len())
-            .unwrap();
+        let stored = self.model.streams.keys().nth(pick % self.model.streams.len()).unwrap();
         (0..IDS).find(|i| id(*i) == *stored).unwrap()
     }
 
@@ -77,19 +63,13 @@ impl Run {
             (_, SeqPick::Back(k)) => next.saturating_sub(1 + k),
             (_, SeqPick::Ahead(k)) => next + k,
         };
-        Some(ProducerArgs {
-            id: name.to_string(),
-            epoch,
-            seq,
-        })
+        Some(ProducerArgs { id: name.to_string(), epoch, seq })
     }
 
     fn offset(&self, s: usize, at: &At) -> u64 {
         let stream = self.model.streams.get(&id(s));
         let (tail, retained) = stream.map_or((0, 0), |st| (st.tail(), st.retained));
-        let snapshot = stream
-            .and_then(|st| st.snapshots.keys().next_back().copied())
-            .unwrap_or(tail);
+        let snapshot = stream.and_then(|st| st.snapshots.keys().next_back().copied()).unwrap_or(tail);
         match at {
             At::Abs(n) => *n,
             At::FromTail(k) => tail.saturating_sub(*k),
@@ -103,16 +83,7 @@ impl Run {
         let step = &self.resolve(step);
         match step {
             Step::Advance(ms) => self.now += ms,
-            Step::Create {
-                s,
-                ct,
-                payload,
-                closed,
-                life,
-                attrs,
-                producer,
-                seq,
-            } => {
+            Step::Create { s, ct, payload, closed, life, attrs, producer, seq } => {
                 let mut req = Create::new(id(*s));
                 req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
                 req.initial_payload = payload.map(|len| self.payload(len));
@@ -129,26 +100,14 @@ impl Run {
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 self.command(Op::Create(req))?;
             }
-            Step::Append {
-                s,
-                len,
-                ct,
-                close_after,
-                seq,
-                producer,
-            } => {
+            Step::Append { s, len, ct, close_after, seq, producer } => {
                 let mut req = Append::new(id(*s), self.payload(*len)).close_after(*close_after);
                 req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 req.producer = self.producer(*s, producer);
                 self.command(Op::Append(req))?;
             }
-            Step::Batch {
-                s,
-                lens,
-                ct,
-                producer,
-            } => {
+            Step::Batch { s, lens, ct, producer } => {
                 let payloads = lens.iter().map(|len| self.payload(*len)).collect();
                 let mut req = AppendBatch::new(id(*s), payloads);
                 req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
@@ -162,18 +121,11 @@ impl Run {
                 self.command(Op::Close(req))?;
             }
             Step::Delete(s) => self.command(Op::Delete(id(*s)))?,
-            Step::SetAttrs { s, attrs } => self.command(Op::SetAttrs {
-                id: id(*s),
-                attrs: attrs.map(|a| ATTRS[a].to_string()),
-            })?,
+            Step::SetAttrs { s, attrs } => {
+                self.command(Op::SetAttrs { id: id(*s), attrs: attrs.map(|a| ATTRS[a].to_string()) })?
+            }
             Step::Touch(s) => self.command(Op::Touch(id(*s)))?,
-            Step::Publish {
-                s,
-                at,
-                variant,
-                ct,
-                digest,
-            } => {
+            Step::Publish { s, at, variant, ct, digest } => {
                 let payload = Bytes::from(vec![*variant; 3]);
                 let mut req = PublishSnapshot::new(id(*s), self.offset(*s, at), payload.clone())
                     .content_type(CONTENT_TYPES[*ct]);
@@ -184,10 +136,9 @@ impl Run {
                 };
                 self.command(Op::PublishSnapshot(req))?;
             }
-            Step::Retain { s, at } => self.command(Op::AdvanceRetention {
-                id: id(*s),
-                offset: self.offset(*s, at),
-            })?,
+            Step::Retain { s, at } => {
+                self.command(Op::AdvanceRetention { id: id(*s), offset: self.offset(*s, at) })?
+            }
             Step::ExpireDue => self.command(Op::ExpireDue)?,
             Step::Read { s, at, max_len } => {
                 self.compare_read(*s, self.offset(*s, at), *max_len)?;
@@ -202,14 +153,9 @@ impl Run {
                 }
             }
             Step::Bootstrap { s, max_len } => {
-                let real = self
-                    .real
-                    .bootstrap(&id(*s), *max_len, self.now)
-                    .map_err(|e| Fault::of(&e))
-                    .map(|b| {
-                        let snapshot = b
-                            .snapshot
-                            .map(|s| (s.offset, s.content_type, s.payload.to_vec()));
+                let real =
+                    self.real.bootstrap(&id(*s), *max_len, self.now).map_err(|e| Fault::of(&e)).map(|b| {
+                        let snapshot = b.snapshot.map(|s| (s.offset, s.content_type, s.payload.to_vec()));
                         (
                             snapshot,
                             b.updates.payload.to_vec(),
@@ -218,12 +164,10 @@ impl Run {
                             b.updates.closed,
                         )
                     });
-                let model =
-                    self.model
-                        .bootstrap(&id(*s), *max_len, self.now)
-                        .map(|(snapshot, r)| {
-                            (snapshot, r.bytes, r.next_offset, r.up_to_date, r.closed)
-                        });
+                let model = self
+                    .model
+                    .bootstrap(&id(*s), *max_len, self.now)
+                    .map(|(snapshot, r)| (snapshot, r.bytes, r.next_offset, r.up_to_date, r.closed));
                 prop_assert_eq!(real, model, "bootstrap of {}", id(*s));
             }
             Step::Roundtrip { cut } => {
@@ -234,10 +178,7 @@ impl Run {
                 prop_assert_eq!(&decoded, &self.real);
                 prop_assert_eq!(decoded.encode_snapshot(), bytes.clone());
                 let truncated = GroupState::decode_snapshot(&bytes[..cut % bytes.len()], limits());
-                prop_assert_eq!(
-                    truncated.map(|_| ()).unwrap_err().code(),
-                    ErrorCode::Corrupted
-                );
+                prop_assert_eq!(truncated.map(|_| ()).unwrap_err().code(), ErrorCode::Corrupted);
                 self.real = decoded;
             }
         }
@@ -269,10 +210,7 @@ impl Run {
 
     /// Applies one command to both sides and compares what they show.
     fn command(&mut self, op: Op) -> Result<(), TestCaseError> {
-        let cmd = Command {
-            now_ms: self.now,
-            op,
-        };
+        let cmd = Command { now_ms: self.now, op };
         let before = self.real.clone();
         let mut effects = Vec::new();
         let applied = self.real.apply(&cmd, &mut effects);
@@ -281,11 +219,7 @@ impl Run {
         let model = self.model.apply(&cmd);
         prop_assert_eq!(&real, &model, "command {:?} at {}", cmd.op, self.now);
         if !real.mutated {
-            prop_assert!(
-                self.real == before,
-                "{:?} changed state without mutating",
-                cmd.op
-            );
+            prop_assert!(self.real == before, "{:?} changed state without mutating", cmd.op);
         }
         Ok(())
     }
@@ -303,13 +237,7 @@ impl Run {
         match (&real, &model) {
             (Ok(r), Ok(m)) => {
                 prop_assert_eq!(r.offset, offset);
-                prop_assert_eq!(
-                    &r.payload[..],
-                    &m.bytes[..],
-                    "bytes of {} at {}",
-                    id(s),
-                    offset
-                );
+                prop_assert_eq!(&r.payload[..], &m.bytes[..], "bytes of {} at {}", id(s), offset);
                 prop_assert_eq!(
                     (r.next_offset, r.up_to_date, r.closed),
                     (m.next_offset, m.up_to_date, m.closed)
@@ -337,16 +265,8 @@ impl Run {
         for s in 0..IDS {
             let real = self.real.head(&id(s), self.now).map_err(|e| Fault::of(&e));
             prop_assert_eq!(real, self.model.head(&id(s), self.now), "head of {}", id(s));
-            let real = self
-                .real
-                .get_attrs(&id(s), self.now)
-                .map_err(|e| Fault::of(&e));
-            prop_assert_eq!(
-                real,
-                self.model.get_attrs(&id(s), self.now),
-                "attrs of {}",
-                id(s)
-            );
+            let real = self.real.get_attrs(&id(s), self.now).map_err(|e| Fault::of(&e));
+            prop_assert_eq!(real, self.model.get_attrs(&id(s), self.now), "attrs of {}", id(s));
             prop_assert_eq!(
                 self.real.renewal_due(&id(s), self.now),
                 self.model.renewal_due(&id(s), self.now)

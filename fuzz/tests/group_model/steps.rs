@@ -13,13 +13,8 @@ pub(crate) const STREAMS: [&str; 2] = ["x", "y"];
 pub(crate) const IDS: usize = BUCKETS.len() * STREAMS.len();
 pub(crate) const PRODUCERS: [&str; 3] = ["p0", "p1", "p2"];
 pub(crate) const CONTENT_TYPES: [&str; 2] = ["text/plain", "application/json"];
-pub(crate) const ATTRS: [&str; 5] = [
-    r#"{"title":"t"}"#,
-    r#"{"metadata":{"k":1}}"#,
-    "{}",
-    "[1]",
-    r#"{"title":5}"#,
-];
+pub(crate) const ATTRS: [&str; 5] =
+    [r#"{"title":"t"}"#, r#"{"metadata":{"k":1}}"#, "{}", "[1]", r#"{"title":5}"#];
 
 pub(crate) fn limits() -> GroupLimits {
     GroupLimits {
@@ -32,11 +27,7 @@ pub(crate) fn limits() -> GroupLimits {
 }
 
 pub(crate) fn id(index: usize) -> StreamId {
-    StreamId::new(
-        BUCKETS[index / STREAMS.len()],
-        STREAMS[index % STREAMS.len()],
-    )
-    .unwrap()
+    StreamId::new(BUCKETS[index / STREAMS.len()], STREAMS[index % STREAMS.len()]).unwrap()
 }
 
 #[derive(Clone, Debug)]
@@ -153,7 +144,8 @@ pub(crate) enum Step {
 }
 
 pub(crate) fn prod() -> impl Strategy<Value = Prod> {
-    let epoch = prop_oneof![8 => Just(EpochPick::Same), 1 => Just(EpochPick::Bump), 1 => Just(EpochPick::Lower)];
+    let epoch =
+        prop_oneof![8 => Just(EpochPick::Same), 1 => Just(EpochPick::Bump), 1 => Just(EpochPick::Lower)];
     let seq = prop_oneof![
         6 => Just(SeqPick::Next),
         3 => (0..6u64).prop_map(SeqPick::Back),
@@ -193,20 +185,10 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
     let ct = || proptest::option::weighted(0.3, 0..CONTENT_TYPES.len());
     let producer = || proptest::option::weighted(0.5, prod());
     let seq = || proptest::option::weighted(0.2, 0..30u8);
-    let create = (
-        s(),
-        ct(),
-        proptest::option::weighted(0.4, 0..10usize),
-        any::<bool>(),
-        life(),
-    )
+    let create = (s(), ct(), proptest::option::weighted(0.4, 0..10usize), any::<bool>(), life())
         .prop_flat_map(move |(s, ct, payload, closed, life)| {
-            (
-                proptest::option::weighted(0.3, 0..ATTRS.len()),
-                producer(),
-                seq(),
-            )
-                .prop_map(move |(attrs, producer, seq)| Step::Create {
+            (proptest::option::weighted(0.3, 0..ATTRS.len()), producer(), seq()).prop_map(
+                move |(attrs, producer, seq)| Step::Create {
                     s,
                     ct,
                     payload,
@@ -215,7 +197,8 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
                     attrs,
                     producer,
                     seq,
-                })
+                },
+            )
         });
     let append = (
         s(),
@@ -239,14 +222,8 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
         proptest::option::weighted(0.1, 0..CONTENT_TYPES.len()),
         producer(),
     )
-        .prop_map(|(s, lens, ct, producer)| Step::Batch {
-            s,
-            lens,
-            ct,
-            producer,
-        });
-    let digest =
-        prop_oneof![3 => Just(Digest::Absent), 1 => Just(Digest::Right), 1 => Just(Digest::Wrong)];
+        .prop_map(|(s, lens, ct, producer)| Step::Batch { s, lens, ct, producer });
+    let digest = prop_oneof![3 => Just(Digest::Absent), 1 => Just(Digest::Right), 1 => Just(Digest::Wrong)];
     prop_oneof![
         3 => (0..2_500u64).prop_map(Step::Advance),
         4 => create,

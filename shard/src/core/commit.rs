@@ -63,7 +63,12 @@ pub struct Commit {
 
 impl Commit {
     pub fn new(log: Box<dyn LogStore>) -> Self {
-        Commit { log, queue: RefCell::new(VecDeque::new()), signal: LocalSignal::default(), failed: RefCell::new(None) }
+        Commit {
+            log,
+            queue: RefCell::new(VecDeque::new()),
+            signal: LocalSignal::default(),
+            failed: RefCell::new(None),
+        }
     }
 
     /// Submits an entry to the log. After an error the core is failed.

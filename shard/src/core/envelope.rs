@@ -12,8 +12,8 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 
 use crate::api::{
-    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
+    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
+    HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
 };
 use crate::error::Result;
 use crate::name::StreamId;
@@ -36,14 +36,26 @@ pub enum Request {
     AppendBatch(AppendBatch),
     Close(Close),
     Delete(StreamId),
-    SetAttrs { id: StreamId, attrs: Option<String> },
+    SetAttrs {
+        id: StreamId,
+        attrs: Option<String>,
+    },
     PublishSnapshot(PublishSnapshot),
-    AdvanceRetention { id: StreamId, offset: u64 },
+    AdvanceRetention {
+        id: StreamId,
+        offset: u64,
+    },
     Read(Read),
-    WaitRead { read: Read, timeout: Duration },
+    WaitRead {
+        read: Read,
+        timeout: Duration,
+    },
     Head(StreamId),
     GetAttrs(StreamId),
-    Bootstrap { id: StreamId, max_len: usize },
+    Bootstrap {
+        id: StreamId,
+        max_len: usize,
+    },
     SnapshotGroup,
     InstallGroupSnapshot(GroupSnapshot),
     /// Internal: remove the group's expired streams.

@@ -110,7 +110,9 @@ impl Group {
             Request::SetAttrs { id, attrs } => {
                 self.mutate(core, Op::SetAttrs { id, attrs }, reply, sent_at, kind).await
             }
-            Request::PublishSnapshot(p) => self.mutate(core, Op::PublishSnapshot(p), reply, sent_at, kind).await,
+            Request::PublishSnapshot(p) => {
+                self.mutate(core, Op::PublishSnapshot(p), reply, sent_at, kind).await
+            }
             Request::AdvanceRetention { id, offset } => {
                 self.mutate(core, Op::AdvanceRetention { id, offset }, reply, sent_at, kind).await
             }
@@ -120,16 +122,18 @@ impl Group {
             }
             Request::Read(read) => {
                 let result = self.state.borrow().read(&read, now);
-                answer(result.map(Reply::Read), reply);
                 self.renew(core, &read.id, now).await;
+                answer(result.map(Reply::Read), reply);
             }
-            Request::WaitRead { read, timeout } => self.wait_read(core, read, timeout, reply, sent_at, now).await,
+            Request::WaitRead { read, timeout } => {
+                self.wait_read(core, read, timeout, reply, sent_at, now).await
+            }
             Request::Head(id) => answer(self.state.borrow().head(&id, now).map(Reply::Head), reply),
             Request::GetAttrs(id) => answer(self.state.borrow().get_attrs(&id, now).map(Reply::Attrs), reply),
             Request::Bootstrap { id, max_len } => {
                 let result = self.state.borrow().bootstrap(&id, max_len, now);
-                answer(result.map(Reply::Bootstrap), reply);
                 self.renew(core, &id, now).await;
+                answer(result.map(Reply::Bootstrap), reply);
             }
             Request::SnapshotGroup => {
                 let state = self.state.borrow();
@@ -147,25 +151,53 @@ impl Group {
     }
 
     /// Answers once the group's last submitted entry is durable.
-    fn answer(&self, core: &Rc<Core>, result: Result<Reply>, tx: ReplyTx, sent_at: Instant, kind: LatencyKind) {
+    fn answer(
+        &self,
+        core: &Rc<Core>,
+        result: Result<Reply>,
+        tx: ReplyTx,
+        sent_at: Instant,
+        kind: LatencyKind,
+    ) {
         let reply = PendingReply { tx, result, sent_at, kind };
         core.commit.after(
             core,
-            Pending { lsn: self.last_lsn.get(), group: self.id, reply: Some(reply), effects: Vec::new(), uncommitted: 0 },
+            Pending {
+                lsn: self.last_lsn.get(),
+                group: self.id,
+                reply: Some(reply),
+                effects: Vec::new(),
+                uncommitted: 0,
+            },
         );
     }
 
     /// Applies one mutating command, logs it, and answers after durability.
     async fn mutate(&self, core: &Rc<Core>, op: Op, tx: ReplyTx, sent_at: Instant, kind: LatencyKind) {
-        let cmd = Command { now_ms: core.now_ms(), op };
+        self.mutate_at(core, core.now_ms(), op, tx, sent_at, kind).await
+    }
+
+    /// Like `mutate`, stamped with a given time.
+    async fn mutate_at(
+        &self,
+        core: &Rc<Core>,
+        now_ms: u64,
+        op: Op,
+        tx: ReplyTx,
+        sent_at: Instant,
+        kind: LatencyKind,
+    ) {
+        let cmd = Command { now_ms, op };
         let added = cmd.payload_len();
         let before = self.uncommitted.get();
         let limit = core.limits.max_uncommitted_bytes_per_group;
         if added > 0 && before + added > limit {
             self.metrics.backpressure_events.fetch_add(1, Relaxed);
             core.metrics.uncommitted_backpressure_events.fetch_add(1, Relaxed);
-            let err = ErrorKind::UncommittedBackpressure { group: self.id, before, after: before + added, limit };
-            self.answer(core, Err(err.into()), tx, sent_at, kind);
+            let err =
+                ErrorKind::UncommittedBackpressure { group: self.id, before, after: before + added, limit };
+            // Admission reveals nothing of the group's state: fail fast.
+            let _ = tx.send(Err(err.into()));
             return;
         }
         let mut effects = Vec::new();
@@ -183,7 +215,10 @@ impl Group {
             Ok(lsn) => {
                 self.last_lsn.set(lsn);
                 let reply = PendingReply { tx, result: applied.result.map(to_reply), sent_at, kind };
-                core.commit.after(core, Pending { lsn, group: self.id, reply: Some(reply), effects, uncommitted: added });
+                core.commit.after(
+                    core,
+                    Pending { lsn, group: self.id, reply: Some(reply), effects, uncommitted: added },
+                );
             }
             Err(err) => {
                 self.settle_uncommitted(added);
@@ -201,7 +236,9 @@ impl Group {
                 bytes = r.next_offset - r.start_offset;
             }
             Ok(Response::Batch(b)) => {
-                for r in b.items.iter().flatten().filter(|r| !r.deduplicated && r.next_offset > r.start_offset) {
+                for r in
+                    b.items.iter().flatten().filter(|r| !r.deduplicated && r.next_offset > r.start_offset)
+                {
                     appends += 1;
                     bytes += r.next_offset - r.start_offset;
                 }
@@ -220,12 +257,13 @@ impl Group {
         m.commit_index.store(state.commit_index(), Relaxed);
     }
 
-    /// Renews a TTL stream after a read, when the renewal is due (a
-    /// committed mutation, SPEC §2 "TTL and expiry").
+    /// Renews a TTL stream read at `now`, when the renewal is due (a
+    /// committed mutation stamped with the read's own time, SPEC §2 "TTL
+    /// and expiry"). Runs before the read is answered.
     async fn renew(&self, core: &Rc<Core>, id: &StreamId, now: u64) {
         if self.state.borrow().renewal_due(id, now) {
             let (tx, _rx) = oneshot::channel();
-            self.mutate(core, Op::Touch(id.clone()), tx, Instant::now(), LatencyKind::Other).await;
+            self.mutate_at(core, now, Op::Touch(id.clone()), tx, Instant::now(), LatencyKind::Other).await;
         }
     }
 
@@ -241,15 +279,15 @@ impl Group {
         let result = self.state.borrow().read(&read, now);
         let must_park = matches!(&result, Ok(r) if r.payload.is_empty() && !r.closed) && !timeout.is_zero();
         if !must_park {
-            self.answer(core, result.map(Reply::Read), tx, sent_at, LatencyKind::Read);
             self.renew(core, &read.id, now).await;
+            self.answer(core, result.map(Reply::Read), tx, sent_at, LatencyKind::Read);
             return;
         }
         let limit = core.limits.live_waiters_per_core;
         if core.waiters.borrow().len() >= limit {
             core.metrics.live_read_backpressure_events.fetch_add(1, Relaxed);
             let err = ErrorKind::LiveReadBackpressure { core: core.id, limit };
-            self.answer(core, Err(err.into()), tx, sent_at, LatencyKind::Read);
+            let _ = tx.send(Err(err.into()));
             return;
         }
         let waiter = Waiter {
@@ -280,7 +318,8 @@ impl Group {
                     if let Some(h) = &w.watcher {
                         h.cancel();
                     }
-                    let err = ErrorKind::StreamNotFound { bucket: id.bucket().into(), stream: id.stream().into() };
+                    let err =
+                        ErrorKind::StreamNotFound { bucket: id.bucket().into(), stream: id.stream().into() };
                     self.answer(core, Err(err.into()), w.reply, w.sent_at, LatencyKind::Read);
                 }
             }
@@ -351,8 +390,12 @@ impl Group {
         match core.commit.submit(entry).await {
             Ok(lsn) => {
                 self.last_lsn.set(lsn);
-                let reply = PendingReply { tx, result: Ok(Reply::Installed { commit_index: index }), sent_at, kind };
-                core.commit.after(core, Pending { lsn, group: self.id, reply: Some(reply), effects, uncommitted: 0 });
+                let reply =
+                    PendingReply { tx, result: Ok(Reply::Installed { commit_index: index }), sent_at, kind };
+                core.commit.after(
+                    core,
+                    Pending { lsn, group: self.id, reply: Some(reply), effects, uncommitted: 0 },
+                );
             }
             Err(err) => {
                 let _ = tx.send(Err(err));

@@ -48,9 +48,7 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 /// The system clock in Unix milliseconds.
 pub fn system_clock() -> Clock {
     Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
     })
 }
 
@@ -176,7 +174,8 @@ fn route(core: &Rc<Core>, env: Envelope) {
     group.metrics.routed_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if group.queue_len() >= core.limits.group_queue_depth && !matches!(env.request, Request::ExpireDue) {
         core.metrics.overloaded_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let err = Error::new(ErrorKind::Overloaded { core: core.id, capacity: core.limits.group_queue_depth });
+        let err =
+            Error::new(ErrorKind::Overloaded { core: core.id, capacity: core.limits.group_queue_depth });
         let _ = env.reply.send(Err(err));
         return;
     }

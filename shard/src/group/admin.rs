@@ -28,12 +28,7 @@ use crate::group::GroupState;
 use crate::name::StreamId;
 
 impl GroupState {
-    pub(crate) fn delete(
-        &mut self,
-        id: &StreamId,
-        now: u64,
-        effects: &mut Vec<Effect>,
-    ) -> Result<Response> {
+    pub(crate) fn delete(&mut self, id: &StreamId, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {
         self.lookup(id, now)?;
         let commit_index = self.bump();
         self.remove_stream(id);
@@ -41,12 +36,7 @@ impl GroupState {
         Ok(Response::Deleted { commit_index })
     }
 
-    pub(crate) fn set_attrs(
-        &mut self,
-        id: &StreamId,
-        attrs: Option<&str>,
-        now: u64,
-    ) -> Result<Response> {
+    pub(crate) fn set_attrs(&mut self, id: &StreamId, attrs: Option<&str>, now: u64) -> Result<Response> {
         self.lookup(id, now)?;
         if let Some(attrs) = attrs {
             validate_attrs(attrs)?;
@@ -69,27 +59,14 @@ impl GroupState {
     pub(crate) fn publish_snapshot(&mut self, req: &PublishSnapshot, now: u64) -> Result<Response> {
         let stream = self.lookup(&req.id, now)?;
         if req.offset > stream.next_offset {
-            return Err(ErrorKind::OffsetOutOfRange {
-                offset: req.offset,
-                tail: stream.next_offset,
-            }
-            .into());
+            return Err(ErrorKind::OffsetOutOfRange { offset: req.offset, tail: stream.next_offset }.into());
         }
         if req.offset < stream.retained_offset {
-            return Err(ErrorKind::OffsetGone {
-                offset: req.offset,
-                retained: stream.retained_offset,
-            }
-            .into());
+            return Err(ErrorKind::OffsetGone { offset: req.offset, retained: stream.retained_offset }.into());
         }
         let digest = *blake3::hash(&req.payload).as_bytes();
-        if req
-            .expected_digest
-            .is_some_and(|expected| expected != digest)
-        {
-            return Err(Error::bad_request(
-                "snapshot payload does not match expected_digest",
-            ));
+        if req.expected_digest.is_some_and(|expected| expected != digest) {
+            return Err(Error::bad_request("snapshot payload does not match expected_digest"));
         }
         if let Some(existing) = stream.snapshots.get(&req.offset) {
             if existing.payload == req.payload && existing.content_type == req.content_type {
@@ -115,19 +92,10 @@ impl GroupState {
         while stream.snapshots.len() > keep {
             stream.snapshots.pop_first();
         }
-        Ok(Response::Snapshot(SnapshotReply {
-            offset: req.offset,
-            already_existed: false,
-            commit_index,
-        }))
+        Ok(Response::Snapshot(SnapshotReply { offset: req.offset, already_existed: false, commit_index }))
     }
 
-    pub(crate) fn advance_retention(
-        &mut self,
-        id: &StreamId,
-        offset: u64,
-        now: u64,
-    ) -> Result<Response> {
+    pub(crate) fn advance_retention(&mut self, id: &StreamId, offset: u64, now: u64) -> Result<Response> {
         let stream = self.lookup(id, now)?;
         if offset <= stream.retained_offset {
             return Ok(Response::Retention {
@@ -148,10 +116,7 @@ impl GroupState {
         let commit_index = self.bump();
         let freed = Self::stream_mut(&mut self.buckets, id)?.retain_from(offset);
         self.hot_bytes -= freed;
-        Ok(Response::Retention {
-            retained_offset: offset,
-            commit_index,
-        })
+        Ok(Response::Retention { retained_offset: offset, commit_index })
     }
 
     pub(crate) fn expire_due(&mut self, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {

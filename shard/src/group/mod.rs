@@ -152,14 +152,8 @@ impl GroupState {
             Op::ExpireDue => self.expire_due(now, effects),
         };
         let mutated = self.commit_index != before;
-        debug_assert!(
-            self.commit_index - before <= 1,
-            "one command, one commit index"
-        );
-        debug_assert!(
-            result.is_ok() || !mutated,
-            "a rejected command must not mutate"
-        );
+        debug_assert!(self.commit_index - before <= 1, "one command, one commit index");
+        debug_assert!(result.is_ok() || !mutated, "a rejected command must not mutate");
         Applied { result, mutated }
     }
 
@@ -184,9 +178,7 @@ impl GroupState {
     pub fn bootstrap(&self, id: &StreamId, max_len: usize, now_ms: u64) -> Result<BootstrapReply> {
         let stream = self.lookup(id, now_ms)?;
         let snapshot = stream.latest_snapshot().cloned();
-        let from = snapshot
-            .as_ref()
-            .map_or(stream.retained_offset, |s| s.offset);
+        let from = snapshot.as_ref().map_or(stream.retained_offset, |s| s.offset);
         let updates = stream.read(from, max_len.min(self.limits.max_read_bytes))?;
         Ok(BootstrapReply { snapshot, updates })
     }
@@ -231,10 +223,7 @@ impl GroupState {
     /// The live (stored and not expired) stream, or the typed not-found error.
     fn lookup(&self, id: &StreamId, now_ms: u64) -> Result<&StreamState> {
         let Some(streams) = self.buckets.get(id.bucket()) else {
-            return Err(ErrorKind::BucketNotFound {
-                bucket: id.bucket().to_string(),
-            }
-            .into());
+            return Err(ErrorKind::BucketNotFound { bucket: id.bucket().to_string() }.into());
         };
         match streams.get(id.stream()) {
             Some(stream) if !stream.is_expired(now_ms) => Ok(stream),
@@ -248,16 +237,10 @@ impl GroupState {
 
     /// The stored stream for a mutation that [`Self::lookup`] validated.
     fn stream_mut<'a>(buckets: &'a mut Buckets, id: &StreamId) -> Result<&'a mut StreamState> {
-        buckets
-            .get_mut(id.bucket())
-            .and_then(|streams| streams.get_mut(id.stream()))
-            .ok_or_else(|| {
-                ErrorKind::StreamNotFound {
-                    bucket: id.bucket().to_string(),
-                    stream: id.stream().to_string(),
-                }
+        buckets.get_mut(id.bucket()).and_then(|streams| streams.get_mut(id.stream())).ok_or_else(|| {
+            ErrorKind::StreamNotFound { bucket: id.bucket().to_string(), stream: id.stream().to_string() }
                 .into()
-            })
+        })
     }
 
     /// Consumes the next commit index.
@@ -291,10 +274,7 @@ impl GroupState {
         if let Some(deadline) = stream.deadline_ms() {
             self.expiry.insert((deadline, stream.id.clone()));
         }
-        let bucket = self
-            .buckets
-            .entry(stream.id.bucket().to_string())
-            .or_default();
+        let bucket = self.buckets.entry(stream.id.bucket().to_string()).or_default();
         bucket.insert(stream.id.stream().to_string(), stream);
     }
 

@@ -25,24 +25,16 @@
 use bytes::Bytes;
 
 use crate::api::{
-    validate_attrs, Append, AppendBatch, BatchReply, Close, CloseReply, Create, CreateReply,
-    ProducerArgs,
+    validate_attrs, Append, AppendBatch, BatchReply, Close, CloseReply, Create, CreateReply, ProducerArgs,
 };
 use crate::command::{Effect, Response};
 use crate::error::{Error, ErrorKind, Result};
-use crate::group::producer::{
-    self, ItemFailure, ItemOutcome, Landed, ProducerCheck, ProducerEntry,
-};
+use crate::group::producer::{self, ItemFailure, ItemOutcome, Landed, ProducerCheck, ProducerEntry};
 use crate::group::stream::StreamState;
 use crate::group::GroupState;
 
 impl GroupState {
-    pub(crate) fn create(
-        &mut self,
-        req: &Create,
-        now: u64,
-        effects: &mut Vec<Effect>,
-    ) -> Result<Response> {
+    pub(crate) fn create(&mut self, req: &Create, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {
         if req.ttl_s.is_some() && req.expires_at_ms.is_some() {
             return Err(Error::bad_request("ttl_s and expires_at_ms are exclusive"));
         }
@@ -51,9 +43,7 @@ impl GroupState {
         }
         if let Some(at) = req.expires_at_ms {
             if at <= now {
-                return Err(Error::bad_request(format!(
-                    "expires_at_ms {at} is not after now ({now})"
-                )));
+                return Err(Error::bad_request(format!("expires_at_ms {at} is not after now ({now})")));
             }
         }
         if let Some(attrs) = &req.attrs {
@@ -75,11 +65,7 @@ impl GroupState {
         }
         if let Some(args) = &req.producer {
             if args.seq != 0 {
-                return Err(ErrorKind::ProducerSeqConflict {
-                    expected: 0,
-                    received: args.seq,
-                }
-                .into());
+                return Err(ErrorKind::ProducerSeqConflict { expected: 0, received: args.seq }.into());
             }
         }
         let limit = self.limits.max_streams_per_group;
@@ -92,11 +78,7 @@ impl GroupState {
             self.remove_stream(&req.id);
             effects.push(Effect::Removed(req.id.clone()));
         }
-        let mut stream = StreamState::new(
-            req.id.clone(),
-            req.effective_content_type().to_string(),
-            now,
-        );
+        let mut stream = StreamState::new(req.id.clone(), req.effective_content_type().to_string(), now);
         stream.ttl_s = req.ttl_s;
         stream.expires_at_ms = req.expires_at_ms;
         stream.attrs = req.attrs.clone();
@@ -108,11 +90,8 @@ impl GroupState {
         stream.closed = req.closed;
         landed.closed = req.closed;
         if let Some(args) = &req.producer {
-            let entry = ProducerEntry {
-                seq: args.seq,
-                commit_index,
-                items: vec![ItemOutcome::Landed(landed)],
-            };
+            let entry =
+                ProducerEntry { seq: args.seq, commit_index, items: vec![ItemOutcome::Landed(landed)] };
             self.record_producer(&mut stream, args, entry);
         }
         let next_offset = stream.next_offset;
@@ -120,19 +99,10 @@ impl GroupState {
             effects.push(Effect::Advanced(req.id.clone()));
         }
         self.insert_stream(stream);
-        Ok(Response::Create(CreateReply {
-            already_exists: false,
-            next_offset,
-            commit_index,
-        }))
+        Ok(Response::Create(CreateReply { already_exists: false, next_offset, commit_index }))
     }
 
-    pub(crate) fn append(
-        &mut self,
-        req: &Append,
-        now: u64,
-        effects: &mut Vec<Effect>,
-    ) -> Result<Response> {
+    pub(crate) fn append(&mut self, req: &Append, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {
         if req.payload.is_empty() && !req.close_after {
             return Err(ErrorKind::EmptyAppend.into());
         }
@@ -153,10 +123,7 @@ impl GroupState {
                 };
                 return Ok(Response::Append(idle.reply(false, self.commit_index)));
             }
-            return Err(ErrorKind::StreamClosed {
-                next_offset: stream.next_offset,
-            }
-            .into());
+            return Err(ErrorKind::StreamClosed { next_offset: stream.next_offset }.into());
         }
         check_stream_seq(stream, req.stream_seq.as_deref())?;
 
@@ -169,11 +136,8 @@ impl GroupState {
             stream.last_stream_seq = Some(seq.clone());
         }
         if let Some(args) = &req.producer {
-            let entry = ProducerEntry {
-                seq: args.seq,
-                commit_index,
-                items: vec![ItemOutcome::Landed(landed)],
-            };
+            let entry =
+                ProducerEntry { seq: args.seq, commit_index, items: vec![ItemOutcome::Landed(landed)] };
             producer::record(
                 &mut stream.producers,
                 args,
@@ -197,10 +161,7 @@ impl GroupState {
         let stream = self.lookup(&req.id, now)?;
         let fail_all = |error: Error, commit_index: u64| {
             let items = req.payloads.iter().map(|_| Err(error.clone())).collect();
-            Ok(Response::Batch(BatchReply {
-                items,
-                commit_index,
-            }))
+            Ok(Response::Batch(BatchReply { items, commit_index }))
         };
         if let Err(error) = check_content_type(stream, req.content_type.as_deref()) {
             return fail_all(error, self.commit_index);
@@ -211,10 +172,7 @@ impl GroupState {
             }
         }
         if stream.closed {
-            let error = ErrorKind::StreamClosed {
-                next_offset: stream.next_offset,
-            }
-            .into();
+            let error = ErrorKind::StreamClosed { next_offset: stream.next_offset }.into();
             return fail_all(error, self.commit_index);
         }
         if req.payloads.iter().all(Bytes::is_empty) {
@@ -241,11 +199,7 @@ impl GroupState {
             })
             .collect();
         if let Some(args) = &req.producer {
-            let entry = ProducerEntry {
-                seq: args.seq,
-                commit_index,
-                items: outcomes,
-            };
+            let entry = ProducerEntry { seq: args.seq, commit_index, items: outcomes };
             producer::record(
                 &mut stream.producers,
                 args,
@@ -257,18 +211,10 @@ impl GroupState {
         self.hot_bytes += added;
         self.set_last_access(&req.id, now);
         effects.push(Effect::Advanced(req.id.clone()));
-        Ok(Response::Batch(BatchReply {
-            items,
-            commit_index,
-        }))
+        Ok(Response::Batch(BatchReply { items, commit_index }))
     }
 
-    pub(crate) fn close(
-        &mut self,
-        req: &Close,
-        now: u64,
-        effects: &mut Vec<Effect>,
-    ) -> Result<Response> {
+    pub(crate) fn close(&mut self, req: &Close, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {
         let stream = self.lookup(&req.id, now)?;
         if let Some(args) = &req.producer {
             if let ProducerCheck::Duplicate(entry) = producer::check(&stream.producers, args)? {
@@ -298,11 +244,8 @@ impl GroupState {
                 append_count: stream.append_count,
                 closed: true,
             };
-            let entry = ProducerEntry {
-                seq: args.seq,
-                commit_index,
-                items: vec![ItemOutcome::Landed(landed)],
-            };
+            let entry =
+                ProducerEntry { seq: args.seq, commit_index, items: vec![ItemOutcome::Landed(landed)] };
             producer::record(
                 &mut stream.producers,
                 args,
@@ -313,11 +256,7 @@ impl GroupState {
         }
         self.set_last_access(&req.id, now);
         effects.push(Effect::Advanced(req.id.clone()));
-        Ok(Response::Close(CloseReply {
-            next_offset,
-            already_closed: false,
-            commit_index,
-        }))
+        Ok(Response::Close(CloseReply { next_offset, already_closed: false, commit_index }))
     }
 
     /// Records a producer on a stream that is not stored yet.
@@ -364,11 +303,8 @@ fn check_content_type(stream: &StreamState, content_type: Option<&str>) -> Resul
 fn check_stream_seq(stream: &StreamState, seq: Option<&str>) -> Result<()> {
     match (seq, stream.last_stream_seq.as_deref()) {
         (Some(received), Some(last)) if received.as_bytes() <= last.as_bytes() => {
-            Err(ErrorKind::StreamSeqConflict {
-                last: last.to_string(),
-                received: received.to_string(),
-            }
-            .into())
+            Err(ErrorKind::StreamSeqConflict { last: last.to_string(), received: received.to_string() }
+                .into())
         }
         _ => Ok(()),
     }

@@ -98,20 +98,13 @@ impl ProducerEntry {
                 ItemOutcome::Failed(failure) => Err(failure.to_error()),
             })
             .collect();
-        BatchReply {
-            items,
-            commit_index: self.commit_index,
-        }
+        BatchReply { items, commit_index: self.commit_index }
     }
 
     /// The original reply of a close.
     pub(crate) fn replay_close(&self) -> CloseReply {
         let landed = self.last_landed();
-        CloseReply {
-            next_offset: landed.next_offset,
-            already_closed: false,
-            commit_index: self.commit_index,
-        }
+        CloseReply { next_offset: landed.next_offset, already_closed: false, commit_index: self.commit_index }
     }
 }
 
@@ -176,20 +169,14 @@ pub(crate) fn check<'a>(
 ) -> Result<ProducerCheck<'a>> {
     let Some(state) = producers.get(&args.id) else {
         if args.seq != 0 {
-            return Err(ErrorKind::ProducerSeqConflict {
-                expected: 0,
-                received: args.seq,
-            }
-            .into());
+            return Err(ErrorKind::ProducerSeqConflict { expected: 0, received: args.seq }.into());
         }
         return Ok(ProducerCheck::Proceed);
     };
     if args.epoch < state.epoch {
-        return Err(ErrorKind::ProducerFenced {
-            current_epoch: state.epoch,
-            received_epoch: args.epoch,
-        }
-        .into());
+        return Err(
+            ErrorKind::ProducerFenced { current_epoch: state.epoch, received_epoch: args.epoch }.into()
+        );
     }
     if args.epoch > state.epoch {
         if args.seq != 0 {
@@ -216,11 +203,7 @@ pub(crate) fn check<'a>(
     // Here `args.seq > state.last_seq`, so `last_seq + 1` cannot overflow.
     let expected = state.last_seq + 1;
     if args.seq != expected {
-        return Err(ErrorKind::ProducerSeqConflict {
-            expected,
-            received: args.seq,
-        }
-        .into());
+        return Err(ErrorKind::ProducerSeqConflict { expected, received: args.seq }.into());
     }
     Ok(ProducerCheck::Proceed)
 }
@@ -270,8 +253,5 @@ pub(crate) fn trim_window(state: &mut ProducerState, window_len: usize) {
 
 /// The producer to evict next: smallest last-used commit index, then id.
 pub(crate) fn least_recently_used(producers: &BTreeMap<String, ProducerState>) -> Option<String> {
-    producers
-        .iter()
-        .min_by_key(|(_, state)| state.last_used)
-        .map(|(id, _)| id.clone())
+    producers.iter().min_by_key(|(_, state)| state.last_used).map(|(id, _)| id.clone())
 }

@@ -70,12 +70,9 @@ impl GroupState {
         let group_count = u32::from_le_bytes(array(&bytes[14..18]));
         let commit_index = u64::from_le_bytes(array(&bytes[18..26]));
         let body_len = u32::from_le_bytes(array(&bytes[26..30])) as usize;
-        let body_end = HEADER_LEN
-            .checked_add(body_len)
-            .ok_or_else(|| corrupt("body length overflows"))?;
-        let expected_len = body_end
-            .checked_add(CHECKSUM_LEN)
-            .ok_or_else(|| corrupt("body length overflows"))?;
+        let body_end = HEADER_LEN.checked_add(body_len).ok_or_else(|| corrupt("body length overflows"))?;
+        let expected_len =
+            body_end.checked_add(CHECKSUM_LEN).ok_or_else(|| corrupt("body length overflows"))?;
         if bytes.len() < expected_len {
             return Err(corrupt("truncated body"));
         }
@@ -86,13 +83,11 @@ impl GroupState {
             return Err(corrupt("checksum mismatch"));
         }
         if group >= group_count {
-            return Err(corrupt(format!(
-                "group {group} is not below group_count {group_count}"
-            )));
+            return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
         }
         let body = &bytes[HEADER_LEN..body_end];
-        let (buckets, rest): (Buckets, &[u8]) = postcard::take_from_bytes(body)
-            .map_err(|e| corrupt(format!("undecodable body: {e}")))?;
+        let (buckets, rest): (Buckets, &[u8]) =
+            postcard::take_from_bytes(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
         if !rest.is_empty() {
             return Err(corrupt("trailing bytes in the body"));
         }
@@ -105,9 +100,7 @@ impl GroupState {
         state.buckets = buckets;
         state.trim_to_limits();
         state.rebuild_derived()?;
-        state
-            .verify()
-            .map_err(|what| corrupt(format!("invariant violated: {what}")))?;
+        state.verify().map_err(|what| corrupt(format!("invariant violated: {what}")))?;
         Ok(state)
     }
 
@@ -116,11 +109,7 @@ impl GroupState {
         let max_producers = self.limits.max_producers_per_stream.max(1);
         let window_len = self.limits.producer_window;
         let max_snapshots = self.limits.max_snapshots_per_stream;
-        for stream in self
-            .buckets
-            .values_mut()
-            .flat_map(|streams| streams.values_mut())
-        {
+        for stream in self.buckets.values_mut().flat_map(|streams| streams.values_mut()) {
             while stream.producers.len() > max_producers {
                 let Some(victim) = producer::least_recently_used(&stream.producers) else {
                     break;
@@ -146,13 +135,9 @@ impl GroupState {
             let retained = stream
                 .records
                 .iter()
-                .try_fold(0u64, |sum, (_, payload)| {
-                    sum.checked_add(payload.len() as u64)
-                })
+                .try_fold(0u64, |sum, (_, payload)| sum.checked_add(payload.len() as u64))
                 .ok_or_else(|| corrupt("retained bytes overflow"))?;
-            hot_bytes = hot_bytes
-                .checked_add(retained)
-                .ok_or_else(|| corrupt("hot bytes overflow"))?;
+            hot_bytes = hot_bytes.checked_add(retained).ok_or_else(|| corrupt("hot bytes overflow"))?;
             stream_count += 1;
             if let Some(deadline) = stream.deadline_ms() {
                 expiry.insert((deadline, stream.id.clone()));

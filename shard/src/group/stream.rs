@@ -123,9 +123,7 @@ impl StreamState {
 
     /// Retained payload bytes (the stream's share of the group's hot bytes).
     pub fn retained_bytes(&self) -> u64 {
-        self.records
-            .front()
-            .map_or(0, |(start, _)| self.next_offset - start)
+        self.records.front().map_or(0, |(start, _)| self.next_offset - start)
     }
 
     /// When the stream expires: `expires_at_ms` if set, else the last access
@@ -133,18 +131,14 @@ impl StreamState {
     pub fn deadline_ms(&self) -> Option<u64> {
         match (self.expires_at_ms, self.ttl_s) {
             (Some(at), _) => Some(at),
-            (None, Some(ttl_s)) => Some(
-                self.last_access_ms
-                    .saturating_add(ttl_s.saturating_mul(1000)),
-            ),
+            (None, Some(ttl_s)) => Some(self.last_access_ms.saturating_add(ttl_s.saturating_mul(1000))),
             (None, None) => None,
         }
     }
 
     /// An expired stream behaves as absent.
     pub fn is_expired(&self, now_ms: u64) -> bool {
-        self.deadline_ms()
-            .is_some_and(|deadline| now_ms >= deadline)
+        self.deadline_ms().is_some_and(|deadline| now_ms >= deadline)
     }
 
     /// The newest application snapshot.
@@ -174,18 +168,10 @@ impl StreamState {
     /// Read). `max_len` is already clamped by the caller.
     pub(crate) fn read(&self, offset: u64, max_len: usize) -> Result<ReadReply> {
         if offset < self.retained_offset {
-            return Err(ErrorKind::OffsetGone {
-                offset,
-                retained: self.retained_offset,
-            }
-            .into());
+            return Err(ErrorKind::OffsetGone { offset, retained: self.retained_offset }.into());
         }
         if offset > self.next_offset {
-            return Err(ErrorKind::OffsetOutOfRange {
-                offset,
-                tail: self.next_offset,
-            }
-            .into());
+            return Err(ErrorKind::OffsetOutOfRange { offset, tail: self.next_offset }.into());
         }
         if max_len == 0 {
             return Err(Error::bad_request("max_len must be at least 1"));
@@ -208,9 +194,7 @@ impl StreamState {
             return Ok(Bytes::new());
         }
         let broken = || Error::corrupted("stream records do not cover the retained range");
-        let first = self
-            .records
-            .partition_point(|(start, payload)| start + payload.len() as u64 <= from);
+        let first = self.records.partition_point(|(start, payload)| start + payload.len() as u64 <= from);
         let (start, payload) = self.records.get(first).ok_or_else(broken)?;
         let end = start + payload.len() as u64;
         if from < *start {

@@ -37,9 +37,7 @@ impl GroupState {
 
     /// Checks every invariant of the group and its streams.
     pub fn verify(&self) -> Check {
-        ensure(self.group < self.group_count.max(1), || {
-            "group is not below group_count".into()
-        })?;
+        ensure(self.group < self.group_count.max(1), || "group is not below group_count".into())?;
         let mut hot_bytes = 0u64;
         let mut stream_count = 0u64;
         let mut expiry = BTreeSet::new();
@@ -47,21 +45,11 @@ impl GroupState {
             validate_name("bucket", bucket).map_err(|e| format!("bucket {bucket:?}: {e}"))?;
             for (name, stream) in streams {
                 let at = format!("stream {bucket:?}/{name:?}");
-                ensure(
-                    stream.id.bucket() == bucket && stream.id.stream() == name,
-                    || {
-                        format!(
-                            "{at} is stored under another name than its id {}",
-                            stream.id
-                        )
-                    },
-                )?;
-                let retained = self
-                    .verify_stream(stream)
-                    .map_err(|what| format!("{at}: {what}"))?;
-                hot_bytes = hot_bytes
-                    .checked_add(retained)
-                    .ok_or("hot bytes overflow")?;
+                ensure(stream.id.bucket() == bucket && stream.id.stream() == name, || {
+                    format!("{at} is stored under another name than its id {}", stream.id)
+                })?;
+                let retained = self.verify_stream(stream).map_err(|what| format!("{at}: {what}"))?;
+                hot_bytes = hot_bytes.checked_add(retained).ok_or("hot bytes overflow")?;
                 stream_count += 1;
                 if let Some(deadline) = stream.deadline_ms() {
                     expiry.insert((deadline, stream.id.clone()));
@@ -69,108 +57,71 @@ impl GroupState {
             }
         }
         ensure(hot_bytes == self.hot_bytes, || {
-            format!(
-                "hot_bytes is {} but records hold {hot_bytes}",
-                self.hot_bytes
-            )
+            format!("hot_bytes is {} but records hold {hot_bytes}", self.hot_bytes)
         })?;
         ensure(stream_count == self.stream_count, || {
-            format!(
-                "stream_count is {} but {stream_count} are stored",
-                self.stream_count
-            )
+            format!("stream_count is {} but {stream_count} are stored", self.stream_count)
         })?;
-        ensure(expiry == self.expiry, || {
-            "expiry index is out of step with the streams".into()
-        })
+        ensure(expiry == self.expiry, || "expiry index is out of step with the streams".into())
     }
 
     /// Checks one stream; returns its retained payload bytes.
     fn verify_stream(&self, stream: &StreamState) -> std::result::Result<u64, String> {
         let mut live = SetSum::default();
         let mut retained = 0u64;
-        let mut expected_start = stream
-            .records
-            .front()
-            .map_or(stream.next_offset, |(start, _)| *start);
+        let mut expected_start = stream.records.front().map_or(stream.next_offset, |(start, _)| *start);
         for (start, payload) in &stream.records {
             ensure(!payload.is_empty(), || format!("empty record at {start}"))?;
             ensure(*start == expected_start, || {
-                format!(
-                    "record at {start} does not follow the previous one ending at {expected_start}"
-                )
+                format!("record at {start} does not follow the previous one ending at {expected_start}")
             })?;
-            expected_start = start
-                .checked_add(payload.len() as u64)
-                .ok_or("record end overflows")?;
+            expected_start = start.checked_add(payload.len() as u64).ok_or("record end overflows")?;
             retained += payload.len() as u64;
             live.add_record(*start, payload);
         }
         ensure(expected_start == stream.next_offset, || {
-            format!(
-                "records end at {expected_start}, tail is {}",
-                stream.next_offset
-            )
+            format!("records end at {expected_start}, tail is {}", stream.next_offset)
         })?;
         match stream.records.front() {
             Some((start, payload)) => ensure(
-                *start <= stream.retained_offset
-                    && stream.retained_offset < start + payload.len() as u64,
-                || {
-                    format!(
-                        "retained offset {} is outside the first record",
-                        stream.retained_offset
-                    )
-                },
+                *start <= stream.retained_offset && stream.retained_offset < start + payload.len() as u64,
+                || format!("retained offset {} is outside the first record", stream.retained_offset),
             )?,
             None => ensure(stream.retained_offset == stream.next_offset, || {
                 "no records but the retained offset is below the tail".into()
             })?,
         }
-        ensure(stream.integrity.live == live, || {
-            "live set-sum differs from the records".into()
+        ensure(stream.integrity.live == live, || "live set-sum differs from the records".into())?;
+        let total = stream.integrity.live.records.checked_add(stream.integrity.evicted.records);
+        ensure(total.is_some_and(|total| total <= stream.append_count), || {
+            "more records than accepted appends".into()
         })?;
-        let total = stream
-            .integrity
-            .live
-            .records
-            .checked_add(stream.integrity.evicted.records);
-        ensure(
-            total.is_some_and(|total| total <= stream.append_count),
-            || "more records than accepted appends".into(),
-        )?;
-        ensure(
-            !(stream.ttl_s.is_some() && stream.expires_at_ms.is_some()),
-            || "both ttl_s and expires_at_ms".into(),
-        )?;
+        ensure(!(stream.ttl_s.is_some() && stream.expires_at_ms.is_some()), || {
+            "both ttl_s and expires_at_ms".into()
+        })?;
         ensure(stream.ttl_s != Some(0), || "ttl_s is zero".into())?;
         if let Some(attrs) = &stream.attrs {
             validate_attrs(attrs).map_err(|e| format!("attributes: {e}"))?;
         }
-        ensure(
-            stream.producers.len() <= self.limits.max_producers_per_stream.max(1),
-            || format!("{} producers", stream.producers.len()),
-        )?;
+        ensure(stream.producers.len() <= self.limits.max_producers_per_stream.max(1), || {
+            format!("{} producers", stream.producers.len())
+        })?;
         for (id, producer) in &stream.producers {
-            self.verify_producer(stream, producer)
-                .map_err(|what| format!("producer {id:?}: {what}"))?;
+            self.verify_producer(stream, producer).map_err(|what| format!("producer {id:?}: {what}"))?;
         }
-        ensure(
-            stream.snapshots.len() <= self.limits.max_snapshots_per_stream,
-            || format!("{} snapshots", stream.snapshots.len()),
-        )?;
+        ensure(stream.snapshots.len() <= self.limits.max_snapshots_per_stream, || {
+            format!("{} snapshots", stream.snapshots.len())
+        })?;
         for (offset, snapshot) in &stream.snapshots {
             ensure(*offset == snapshot.offset, || {
                 format!("snapshot keyed {offset} says {}", snapshot.offset)
             })?;
-            ensure(
-                stream.retained_offset <= *offset && *offset <= stream.next_offset,
-                || format!("snapshot at {offset} is outside the retained range"),
-            )?;
-            ensure(
-                *blake3::hash(&snapshot.payload).as_bytes() == snapshot.digest,
-                || format!("snapshot at {offset} does not match its digest"),
-            )?;
+            ensure(stream.retained_offset <= *offset && *offset <= stream.next_offset, || {
+                format!("snapshot at {offset} is outside the retained range")
+            })?;
+            ensure(*blake3::hash(&snapshot.payload).as_bytes() == snapshot.digest, || {
+                format!("snapshot at {offset} does not match its digest")
+            })?;
         }
         Ok(retained)
     }
@@ -179,16 +130,10 @@ impl GroupState {
         ensure(producer.window.len() <= self.limits.producer_window, || {
             format!("window of {}", producer.window.len())
         })?;
-        ensure(producer.last_used <= self.commit_index, || {
-            "last used after the commit index".into()
-        })?;
+        ensure(producer.last_used <= self.commit_index, || "last used after the commit index".into())?;
         if let Some(last) = producer.window.back() {
-            ensure(last.seq == producer.last_seq, || {
-                "window does not end at the last seq".into()
-            })?;
-            ensure(last.commit_index == producer.last_used, || {
-                "window end is not the last use".into()
-            })?;
+            ensure(last.seq == producer.last_seq, || "window does not end at the last seq".into())?;
+            ensure(last.commit_index == producer.last_used, || "window end is not the last use".into())?;
         }
         let mut previous: Option<u64> = None;
         for entry in &producer.window {
@@ -198,23 +143,18 @@ impl GroupState {
                 })?;
             }
             previous = Some(entry.seq);
-            ensure(entry.commit_index <= producer.last_used, || {
-                "outcome after the last use".into()
-            })?;
+            ensure(entry.commit_index <= producer.last_used, || "outcome after the last use".into())?;
             let mut landed_any = false;
             for item in &entry.items {
                 if let ItemOutcome::Landed(landed) = item {
                     landed_any = true;
                     ensure(
-                        landed.start_offset <= landed.next_offset
-                            && landed.next_offset <= stream.next_offset,
+                        landed.start_offset <= landed.next_offset && landed.next_offset <= stream.next_offset,
                         || format!("outcome of seq {} lies beyond the tail", entry.seq),
                     )?;
                 }
             }
-            ensure(landed_any, || {
-                format!("outcome of seq {} landed nothing", entry.seq)
-            })?;
+            ensure(landed_any, || format!("outcome of seq {} landed nothing", entry.seq))?;
         }
         Ok(())
     }

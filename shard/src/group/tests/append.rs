@@ -46,10 +46,7 @@ fn hundred_sequential_appends_come_back_in_order() {
     }
     assert_eq!(got, expected);
     assert_eq!(h.g.hot_bytes(), offset);
-    assert_eq!(
-        h.g.head(&sid("s"), h.now).unwrap().integrity.live.records,
-        100
-    );
+    assert_eq!(h.g.head(&sid("s"), h.now).unwrap().integrity.live.records, 100);
 }
 
 // SPEC §2 Append: an empty payload without close_after is EmptyAppend and
@@ -58,15 +55,9 @@ fn hundred_sequential_appends_come_back_in_order() {
 fn empty_append_is_rejected() {
     let mut h = Harness::new();
     h.create_plain("s");
-    assert_eq!(
-        h.err(Op::Append(Append::new(sid("s"), Bytes::new()))),
-        ErrorCode::EmptyAppend
-    );
+    assert_eq!(h.err(Op::Append(Append::new(sid("s"), Bytes::new()))), ErrorCode::EmptyAppend);
     assert_eq!(h.g.head(&sid("s"), h.now).unwrap().append_count, 0);
-    assert_eq!(
-        h.err(Op::Append(Append::new(sid("nope"), b"x".to_vec()))),
-        ErrorCode::StreamNotFound
-    );
+    assert_eq!(h.err(Op::Append(Append::new(sid("nope"), b"x".to_vec()))), ErrorCode::StreamNotFound);
 }
 
 // SPEC §2 Append: a content type differing from the stream's is
@@ -79,10 +70,7 @@ fn content_type_must_match() {
     let err = h.apply(Op::Append(bad)).result.unwrap_err();
     assert_eq!(
         *err.kind(),
-        ErrorKind::ContentTypeMismatch {
-            expected: "text/plain".into(),
-            received: "application/json".into()
-        }
+        ErrorKind::ContentTypeMismatch { expected: "text/plain".into(), received: "application/json".into() }
     );
     h.append(Append::new(sid("s"), b"x".to_vec()).content_type("text/plain"));
 }
@@ -97,26 +85,12 @@ fn close_after_and_closed_streams() {
     let reply = h.append(Append::new(sid("s"), b"abc".to_vec()).close_after(true));
     assert!(reply.closed);
     assert_eq!(reply.next_offset, 3);
-    let err = h
-        .apply(Op::Append(Append::new(sid("s"), b"x".to_vec())))
-        .result
-        .unwrap_err();
+    let err = h.apply(Op::Append(Append::new(sid("s"), b"x".to_vec()))).result.unwrap_err();
     assert_eq!(*err.kind(), ErrorKind::StreamClosed { next_offset: 3 });
-    let again = h.apply(Op::Append(
-        Append::new(sid("s"), Bytes::new()).close_after(true),
-    ));
+    let again = h.apply(Op::Append(Append::new(sid("s"), Bytes::new()).close_after(true)));
     assert!(!again.mutated);
-    let Ok(Response::Append(again)) = again.result else {
-        panic!()
-    };
-    assert_eq!(
-        (
-            again.start_offset,
-            again.next_offset,
-            again.stream_append_count
-        ),
-        (3, 3, 1)
-    );
+    let Ok(Response::Append(again)) = again.result else { panic!() };
+    assert_eq!((again.start_offset, again.next_offset, again.stream_append_count), (3, 3, 1));
     assert!(again.closed && !again.deduplicated);
 
     h.create_plain("t");
@@ -135,26 +109,17 @@ fn stream_seq_must_increase() {
     h.create_plain("s");
     h.append(Append::new(sid("s"), b"a".to_vec()).stream_seq("b"));
     for stale in ["b", "a", "B"] {
-        let err = h
-            .apply(Op::Append(
-                Append::new(sid("s"), b"x".to_vec()).stream_seq(stale),
-            ))
-            .result;
+        let err = h.apply(Op::Append(Append::new(sid("s"), b"x".to_vec()).stream_seq(stale))).result;
         assert_eq!(
             *err.unwrap_err().kind(),
-            ErrorKind::StreamSeqConflict {
-                last: "b".into(),
-                received: stale.into()
-            }
+            ErrorKind::StreamSeqConflict { last: "b".into(), received: stale.into() }
         );
     }
     h.append(Append::new(sid("s"), b"x".to_vec()).stream_seq("ba"));
     // An append without stream_seq does not reset it.
     h.append_bytes("s", b"y");
     assert_eq!(
-        h.err(Op::Append(
-            Append::new(sid("s"), b"z".to_vec()).stream_seq("b")
-        )),
+        h.err(Op::Append(Append::new(sid("s"), b"z".to_vec()).stream_seq("b"))),
         ErrorCode::StreamSeqConflict
     );
 }
@@ -168,24 +133,16 @@ fn close_is_idempotent() {
     h.append(Append::new(sid("s"), b"abc".to_vec()).stream_seq("5"));
     let stale = Close::new(sid("s")).stream_seq("4");
     assert_eq!(h.err(Op::Close(stale)), ErrorCode::StreamSeqConflict);
-    let Response::Close(first) = h.ok(Op::Close(Close::new(sid("s")).stream_seq("6"))) else {
-        panic!()
-    };
+    let Response::Close(first) = h.ok(Op::Close(Close::new(sid("s")).stream_seq("6"))) else { panic!() };
     assert!(!first.already_closed);
     assert_eq!((first.next_offset, first.commit_index), (3, 3));
     assert_eq!(h.effects, vec![Effect::Advanced(sid("s"))]);
     let second = h.apply(Op::Close(Close::new(sid("s"))));
     assert!(!second.mutated);
-    let Ok(Response::Close(second)) = second.result else {
-        panic!()
-    };
+    let Ok(Response::Close(second)) = second.result else { panic!() };
     assert!(second.already_closed);
     assert_eq!(&h.read("s", 0, 10).payload[..], b"abc");
-    assert_eq!(
-        h.g.head(&sid("s"), h.now).unwrap().append_count,
-        1,
-        "close is not an append"
-    );
+    assert_eq!(h.g.head(&sid("s"), h.now).unwrap().append_count, 1, "close is not an append");
 }
 
 // SPEC §2 Append batch: an empty item fails alone and later items land;
@@ -194,39 +151,16 @@ fn close_is_idempotent() {
 fn batch_with_an_empty_item_applies_the_others() {
     let mut h = Harness::new();
     h.create_plain("s");
-    let req = AppendBatch::new(
-        sid("s"),
-        vec![
-            Bytes::from_static(b"ab"),
-            Bytes::new(),
-            Bytes::from_static(b"cde"),
-        ],
-    );
+    let req =
+        AppendBatch::new(sid("s"), vec![Bytes::from_static(b"ab"), Bytes::new(), Bytes::from_static(b"cde")]);
     let reply = batch(&mut h, req);
     assert_eq!(reply.commit_index, 2);
     assert_eq!(reply.items.len(), 3);
     let first = reply.items[0].as_ref().unwrap();
-    assert_eq!(
-        (
-            first.start_offset,
-            first.next_offset,
-            first.stream_append_count
-        ),
-        (0, 2, 1)
-    );
-    assert_eq!(
-        reply.items[1].as_ref().unwrap_err().code(),
-        ErrorCode::EmptyAppend
-    );
+    assert_eq!((first.start_offset, first.next_offset, first.stream_append_count), (0, 2, 1));
+    assert_eq!(reply.items[1].as_ref().unwrap_err().code(), ErrorCode::EmptyAppend);
     let third = reply.items[2].as_ref().unwrap();
-    assert_eq!(
-        (
-            third.start_offset,
-            third.next_offset,
-            third.stream_append_count
-        ),
-        (2, 5, 2)
-    );
+    assert_eq!((third.start_offset, third.next_offset, third.stream_append_count), (2, 5, 2));
     assert_eq!(&h.read("s", 0, 10).payload[..], b"abcde");
     assert_eq!(h.effects, vec![Effect::Advanced(sid("s"))]);
 }
@@ -237,44 +171,22 @@ fn batch_with_an_empty_item_applies_the_others() {
 fn batch_that_lands_nothing_does_not_mutate() {
     let mut h = Harness::new();
     h.create(Create::new(sid("s")).content_type("text/plain"));
-    let empty = h.apply(Op::AppendBatch(AppendBatch::new(
-        sid("s"),
-        vec![Bytes::new(), Bytes::new()],
-    )));
+    let empty = h.apply(Op::AppendBatch(AppendBatch::new(sid("s"), vec![Bytes::new(), Bytes::new()])));
     assert!(!empty.mutated);
-    let Ok(Response::Batch(empty)) = empty.result else {
-        panic!()
-    };
-    assert!(empty
-        .items
-        .iter()
-        .all(|i| i.as_ref().unwrap_err().code() == ErrorCode::EmptyAppend));
+    let Ok(Response::Batch(empty)) = empty.result else { panic!() };
+    assert!(empty.items.iter().all(|i| i.as_ref().unwrap_err().code() == ErrorCode::EmptyAppend));
 
-    let wrong = AppendBatch::new(sid("s"), vec![Bytes::from_static(b"a"), Bytes::new()])
-        .content_type("x/y");
+    let wrong = AppendBatch::new(sid("s"), vec![Bytes::from_static(b"a"), Bytes::new()]).content_type("x/y");
     let wrong = h.apply(Op::AppendBatch(wrong));
     assert!(!wrong.mutated);
-    let Ok(Response::Batch(wrong)) = wrong.result else {
-        panic!()
-    };
-    assert!(wrong
-        .items
-        .iter()
-        .all(|i| i.as_ref().unwrap_err().code() == ErrorCode::ContentTypeMismatch));
+    let Ok(Response::Batch(wrong)) = wrong.result else { panic!() };
+    assert!(wrong.items.iter().all(|i| i.as_ref().unwrap_err().code() == ErrorCode::ContentTypeMismatch));
 
     h.ok(Op::Close(Close::new(sid("s"))));
-    let closed = h.apply(Op::AppendBatch(AppendBatch::new(
-        sid("s"),
-        vec![Bytes::from_static(b"a")],
-    )));
+    let closed = h.apply(Op::AppendBatch(AppendBatch::new(sid("s"), vec![Bytes::from_static(b"a")])));
     assert!(!closed.mutated);
-    let Ok(Response::Batch(closed)) = closed.result else {
-        panic!()
-    };
-    assert_eq!(
-        closed.items[0].as_ref().unwrap_err().code(),
-        ErrorCode::StreamClosed
-    );
+    let Ok(Response::Batch(closed)) = closed.result else { panic!() };
+    assert_eq!(closed.items[0].as_ref().unwrap_err().code(), ErrorCode::StreamClosed);
 }
 
 // SPEC §2 Read: a range inside one record is served without copying.
@@ -286,11 +198,7 @@ fn read_inside_one_record_is_zero_copy() {
     h.append(Append::new(sid("s"), payload.clone()));
     let read = h.read("s", 4, 8);
     assert_eq!(read.payload.len(), 8);
-    assert_eq!(
-        read.payload.as_ptr(),
-        payload[4..].as_ptr(),
-        "a single-record read must slice"
-    );
+    assert_eq!(read.payload.as_ptr(), payload[4..].as_ptr(), "a single-record read must slice");
 }
 
 // SPEC §2 Read: reading at the tail is empty and up to date; beyond it is
@@ -314,9 +222,7 @@ fn read_edges() {
     // max_read_bytes (64 in the test limits) clamps max_len.
     h.create_plain("big");
     h.append(Append::new(sid("big"), vec![1u8; 100]));
-    let read =
-        h.g.read(&Read::new(sid("big")).max_len(usize::MAX), h.now)
-            .unwrap();
+    let read = h.g.read(&Read::new(sid("big")).max_len(usize::MAX), h.now).unwrap();
     assert_eq!(read.payload.len(), 64);
     assert_eq!(read.next_offset, 64);
 }

@@ -14,46 +14,17 @@ use crate::group::{GroupLimits, GroupState, StreamState};
 /// A group with a bit of everything in it.
 fn busy_group() -> Harness {
     let mut h = Harness::new();
-    h.create(
-        Create::new(sid("s"))
-            .ttl_s(60)
-            .attrs(r#"{"title":"t"}"#)
-            .stream_seq("a"),
-    );
-    h.ok(Op::Append(
-        Append::new(sid("s"), Bytes::from_static(b"hello")).producer("p", 1, 0),
-    ));
+    h.create(Create::new(sid("s")).ttl_s(60).attrs(r#"{"title":"t"}"#).stream_seq("a"));
+    h.ok(Op::Append(Append::new(sid("s"), Bytes::from_static(b"hello")).producer("p", 1, 0)));
     h.ok(Op::AppendBatch(
-        AppendBatch::new(
-            sid("s"),
-            vec![
-                Bytes::from_static(b"ab"),
-                Bytes::new(),
-                Bytes::from_static(b"c"),
-            ],
-        )
-        .producer("p", 1, 1),
+        AppendBatch::new(sid("s"), vec![Bytes::from_static(b"ab"), Bytes::new(), Bytes::from_static(b"c")])
+            .producer("p", 1, 1),
     ));
-    h.ok(Op::PublishSnapshot(PublishSnapshot::new(
-        sid("s"),
-        5,
-        Bytes::from_static(b"snap"),
-    )));
-    h.ok(Op::AdvanceRetention {
-        id: sid("s"),
-        offset: 5,
-    });
-    h.create(
-        Create::new(sid("t"))
-            .expires_at_ms(h.now + 5_000)
-            .closed(true),
-    );
-    h.create(Create::new(
-        crate::name::StreamId::new("other", "x").unwrap(),
-    ));
-    h.ok(Op::Delete(
-        crate::name::StreamId::new("other", "x").unwrap(),
-    ));
+    h.ok(Op::PublishSnapshot(PublishSnapshot::new(sid("s"), 5, Bytes::from_static(b"snap"))));
+    h.ok(Op::AdvanceRetention { id: sid("s"), offset: 5 });
+    h.create(Create::new(sid("t")).expires_at_ms(h.now + 5_000).closed(true));
+    h.create(Create::new(crate::name::StreamId::new("other", "x").unwrap()));
+    h.ok(Op::Delete(crate::name::StreamId::new("other", "x").unwrap()));
     h
 }
 
@@ -87,9 +58,7 @@ fn every_truncation_is_corrupted() {
     let mut longer = bytes.clone();
     longer.push(0);
     assert_eq!(
-        GroupState::decode_snapshot(&longer, small_limits())
-            .unwrap_err()
-            .code(),
+        GroupState::decode_snapshot(&longer, small_limits()).unwrap_err().code(),
         ErrorCode::Corrupted
     );
 }
@@ -137,21 +106,11 @@ fn sealed_garbage_is_corrupted() {
     let decode = |b: &[u8]| GroupState::decode_snapshot(b, small_limits()).map(|_| ());
     assert!(decode(&seal(0, 1, h.g.commit_index(), body)).is_ok());
     // A commit index below the producers' last use breaks an invariant.
-    assert_eq!(
-        decode(&seal(0, 1, 1, body)).unwrap_err().code(),
-        ErrorCode::Corrupted
-    );
-    assert_eq!(
-        decode(&seal(1, 1, h.g.commit_index(), body))
-            .unwrap_err()
-            .code(),
-        ErrorCode::Corrupted
-    );
+    assert_eq!(decode(&seal(0, 1, 1, body)).unwrap_err().code(), ErrorCode::Corrupted);
+    assert_eq!(decode(&seal(1, 1, h.g.commit_index(), body)).unwrap_err().code(), ErrorCode::Corrupted);
     let mut x = 12345u64;
     for _ in 0..2_000 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let mut garbled = body.to_vec();
         let at = (x >> 33) as usize % garbled.len();
         garbled[at] = (x >> 8) as u8;
@@ -160,35 +119,21 @@ fn sealed_garbage_is_corrupted() {
         }
         let _ = decode(&seal(0, 1, h.g.commit_index(), &garbled)); // must not panic
         let cut = &body[..at];
-        assert_eq!(
-            decode(&seal(0, 1, h.g.commit_index(), cut))
-                .unwrap_err()
-                .code(),
-            ErrorCode::Corrupted
-        );
+        assert_eq!(decode(&seal(0, 1, h.g.commit_index(), cut)).unwrap_err().code(), ErrorCode::Corrupted);
     }
     // A known bucket without streams still needs a valid name.
     let bad_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
         BTreeMap::from([("a/b".to_string(), BTreeMap::new())]);
     let body = postcard::to_stdvec(&bad_bucket).unwrap();
-    assert_eq!(
-        decode(&seal(0, 1, 0, &body)).unwrap_err().code(),
-        ErrorCode::Corrupted
-    );
+    assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
     let good_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
         BTreeMap::from([("ab".to_string(), BTreeMap::new())]);
     let body = postcard::to_stdvec(&good_bucket).unwrap();
     assert!(decode(&seal(0, 1, 0, &body)).is_ok());
     let mut bad_version = bytes.clone();
     bad_version[8] = 2;
-    assert_eq!(
-        decode(&bad_version).unwrap_err().code(),
-        ErrorCode::Corrupted
-    );
-    assert_eq!(
-        decode(b"RILLGSNX").unwrap_err().code(),
-        ErrorCode::Corrupted
-    );
+    assert_eq!(decode(&bad_version).unwrap_err().code(), ErrorCode::Corrupted);
+    assert_eq!(decode(b"RILLGSNX").unwrap_err().code(), ErrorCode::Corrupted);
 }
 
 // SPEC §7: limits are not part of the snapshot; decoding under smaller ones
@@ -196,11 +141,7 @@ fn sealed_garbage_is_corrupted() {
 #[test]
 fn decoding_under_smaller_limits_trims() {
     let h = busy_group();
-    let tight = GroupLimits {
-        producer_window: 1,
-        max_snapshots_per_stream: 0,
-        ..small_limits()
-    };
+    let tight = GroupLimits { producer_window: 1, max_snapshots_per_stream: 0, ..small_limits() };
     let decoded = GroupState::decode_snapshot(&h.g.encode_snapshot(), tight).unwrap();
     decoded.check_invariants();
     let stream = decoded.stream(&sid("s")).unwrap();

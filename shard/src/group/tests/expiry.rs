@@ -13,25 +13,12 @@ use crate::group::GroupLimits;
 #[test]
 fn expired_stream_is_not_found_and_can_be_recreated() {
     let mut h = Harness::new();
-    h.create(
-        Create::new(sid("s"))
-            .ttl_s(10)
-            .initial_payload(Bytes::from_static(b"old")),
-    );
+    h.create(Create::new(sid("s")).ttl_s(10).initial_payload(Bytes::from_static(b"old")));
     assert_eq!(h.g.next_expiry_ms(), Some(h.now + 10_000));
     h.now += 10_000;
-    assert_eq!(
-        h.g.head(&sid("s"), h.now).unwrap_err().code(),
-        ErrorCode::StreamNotFound
-    );
-    assert_eq!(
-        h.g.read(&Read::new(sid("s")), h.now).unwrap_err().code(),
-        ErrorCode::StreamNotFound
-    );
-    assert_eq!(
-        h.err(Op::Append(Append::new(sid("s"), b"x".to_vec()))),
-        ErrorCode::StreamNotFound
-    );
+    assert_eq!(h.g.head(&sid("s"), h.now).unwrap_err().code(), ErrorCode::StreamNotFound);
+    assert_eq!(h.g.read(&Read::new(sid("s")), h.now).unwrap_err().code(), ErrorCode::StreamNotFound);
+    assert_eq!(h.err(Op::Append(Append::new(sid("s"), b"x".to_vec()))), ErrorCode::StreamNotFound);
     assert_eq!(h.err(Op::Delete(sid("s"))), ErrorCode::StreamNotFound);
     assert_eq!(h.g.stream_count(), 1, "stored until removed");
 
@@ -41,10 +28,7 @@ fn expired_stream_is_not_found_and_can_be_recreated() {
     assert_eq!(h.effects, vec![Effect::Removed(sid("s"))]);
     assert_eq!(h.g.hot_bytes(), 0);
     assert_eq!(h.g.next_expiry_ms(), None);
-    assert_eq!(
-        h.g.head(&sid("s"), h.now).unwrap().content_type,
-        "text/plain"
-    );
+    assert_eq!(h.g.head(&sid("s"), h.now).unwrap().content_type, "text/plain");
 }
 
 // SPEC §2 TTL: appends renew; head does not; expires_at_ms is never extended.
@@ -58,20 +42,11 @@ fn writes_renew_and_head_does_not() {
     h.g.head(&sid("t"), h.now).unwrap();
     h.append(Append::new(sid("t"), b"a".to_vec()));
     h.append(Append::new(sid("f"), b"a".to_vec()));
-    assert_eq!(
-        h.g.head(&sid("t"), h.now).unwrap().expiry_deadline_ms,
-        Some(h.now + 10_000)
-    );
-    assert_eq!(
-        h.g.head(&sid("f"), h.now).unwrap().expiry_deadline_ms,
-        Some(fixed_at)
-    );
+    assert_eq!(h.g.head(&sid("t"), h.now).unwrap().expiry_deadline_ms, Some(h.now + 10_000));
+    assert_eq!(h.g.head(&sid("f"), h.now).unwrap().expiry_deadline_ms, Some(fixed_at));
     h.now += 9_000;
     assert!(h.g.head(&sid("t"), h.now).is_ok());
-    assert_eq!(
-        h.g.head(&sid("f"), h.now).unwrap_err().code(),
-        ErrorCode::StreamNotFound
-    );
+    assert_eq!(h.g.head(&sid("f"), h.now).unwrap_err().code(), ErrorCode::StreamNotFound);
     assert_eq!(h.g.next_expiry_ms(), Some(fixed_at));
 }
 
@@ -83,18 +58,12 @@ fn touch_renews_at_most_every_quarter_ttl() {
     h.create(Create::new(sid("s")).ttl_s(8));
     h.now += 1_999;
     assert!(!h.g.renewal_due(&sid("s"), h.now));
-    assert!(matches!(
-        h.ok(Op::Touch(sid("s"))),
-        Response::Touched { renewed: false }
-    ));
+    assert!(matches!(h.ok(Op::Touch(sid("s"))), Response::Touched { renewed: false }));
     h.now += 1;
     assert!(h.g.renewal_due(&sid("s"), h.now));
     let applied = h.apply(Op::Touch(sid("s")));
     assert!(applied.mutated);
-    assert!(matches!(
-        applied.result,
-        Ok(Response::Touched { renewed: true })
-    ));
+    assert!(matches!(applied.result, Ok(Response::Touched { renewed: true })));
     assert!(!h.g.renewal_due(&sid("s"), h.now));
     // A reader arriving every 6 s (3/4 of 8 s) that touches when due keeps it.
     for _ in 0..20 {
@@ -108,10 +77,7 @@ fn touch_renews_at_most_every_quarter_ttl() {
     h.create(Create::new(sid("plain")));
     h.now += 1_000_000;
     assert!(!h.g.renewal_due(&sid("plain"), h.now));
-    assert!(matches!(
-        h.ok(Op::Touch(sid("plain"))),
-        Response::Touched { renewed: false }
-    ));
+    assert!(matches!(h.ok(Op::Touch(sid("plain"))), Response::Touched { renewed: false }));
     assert_eq!(h.err(Op::Touch(sid("s"))), ErrorCode::StreamNotFound);
 }
 
@@ -121,11 +87,7 @@ fn touch_renews_at_most_every_quarter_ttl() {
 fn expire_due_removes_expired_streams() {
     let mut h = Harness::new();
     h.create(Create::new(sid("b")).ttl_s(1));
-    h.create(
-        Create::new(sid("a"))
-            .ttl_s(2)
-            .initial_payload(Bytes::from_static(b"xyz")),
-    );
+    h.create(Create::new(sid("a")).ttl_s(2).initial_payload(Bytes::from_static(b"xyz")));
     h.create(Create::new(sid("c")).ttl_s(5));
     h.create(Create::new(sid("keep")));
     let idle = h.apply(Op::ExpireDue);
@@ -133,14 +95,9 @@ fn expire_due_removes_expired_streams() {
     assert_eq!(idle.result.unwrap(), Response::Expired { removed: vec![] });
     h.now += 2_000;
     assert_eq!(h.g.next_expiry_ms(), Some(h.now - 1_000));
-    let Response::Expired { removed } = h.ok(Op::ExpireDue) else {
-        panic!()
-    };
+    let Response::Expired { removed } = h.ok(Op::ExpireDue) else { panic!() };
     assert_eq!(removed, vec![sid("a"), sid("b")]);
-    assert_eq!(
-        h.effects,
-        vec![Effect::Removed(sid("a")), Effect::Removed(sid("b"))]
-    );
+    assert_eq!(h.effects, vec![Effect::Removed(sid("a")), Effect::Removed(sid("b"))]);
     assert_eq!(h.g.stream_count(), 2);
     assert_eq!(h.g.hot_bytes(), 0);
     assert_eq!(h.g.next_expiry_ms(), Some(h.now + 3_000));
@@ -150,17 +107,11 @@ fn expire_due_removes_expired_streams() {
 // until removed, except the one a create replaces.
 #[test]
 fn expired_streams_count_until_removed() {
-    let mut h = Harness::with_limits(GroupLimits {
-        max_streams_per_group: 2,
-        ..small_limits()
-    });
+    let mut h = Harness::with_limits(GroupLimits { max_streams_per_group: 2, ..small_limits() });
     h.create(Create::new(sid("a")).ttl_s(1));
     h.create(Create::new(sid("b")).ttl_s(1));
     h.now += 1_000;
-    assert_eq!(
-        h.err(Op::Create(Create::new(sid("c")))),
-        ErrorCode::TooManyStreams
-    );
+    assert_eq!(h.err(Op::Create(Create::new(sid("c")))), ErrorCode::TooManyStreams);
     h.create(Create::new(sid("a")));
     h.ok(Op::ExpireDue);
     h.create(Create::new(sid("c")));

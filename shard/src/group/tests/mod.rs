@@ -46,32 +46,19 @@ impl Harness {
     }
 
     pub fn with_limits(limits: GroupLimits) -> Self {
-        Harness {
-            g: GroupState::new(0, 1, limits),
-            now: 1_000,
-            effects: Vec::new(),
-        }
+        Harness { g: GroupState::new(0, 1, limits), now: 1_000, effects: Vec::new() }
     }
 
     /// Applies one command and checks the rules every command shares.
     pub fn apply(&mut self, op: Op) -> Applied {
         let before = self.g.clone();
         self.effects.clear();
-        let applied = self.g.apply(
-            &Command {
-                now_ms: self.now,
-                op,
-            },
-            &mut self.effects,
-        );
+        let applied = self.g.apply(&Command { now_ms: self.now, op }, &mut self.effects);
         self.g.check_invariants();
         if applied.mutated {
             assert_eq!(self.g.commit_index(), before.commit_index() + 1);
         } else {
-            assert_eq!(
-                self.g, before,
-                "a command that did not mutate changed the state"
-            );
+            assert_eq!(self.g, before, "a command that did not mutate changed the state");
             assert!(self.effects.is_empty(), "no mutation, no effects");
         }
         if applied.result.is_err() {
@@ -117,21 +104,10 @@ impl Harness {
     }
 
     pub fn read(&self, name: &str, offset: u64, max_len: usize) -> ReadReply {
-        self.g
-            .read(
-                &Read::new(sid(name)).offset(offset).max_len(max_len),
-                self.now,
-            )
-            .unwrap()
+        self.g.read(&Read::new(sid(name)).offset(offset).max_len(max_len), self.now).unwrap()
     }
 
     pub fn read_err(&self, name: &str, offset: u64, max_len: usize) -> ErrorCode {
-        self.g
-            .read(
-                &Read::new(sid(name)).offset(offset).max_len(max_len),
-                self.now,
-            )
-            .unwrap_err()
-            .code()
+        self.g.read(&Read::new(sid(name)).offset(offset).max_len(max_len), self.now).unwrap_err().code()
     }
 }
