@@ -171,10 +171,7 @@ fn run(opts: &Options) -> Result<(), rill::Error> {
     );
     let verify_started = Instant::now();
     let verified = verify(&engine, &ids, per_stream, opts.record_bytes)?;
-    println!(
-        "  read back and verified {verified} bytes in {:.2} s",
-        verify_started.elapsed().as_secs_f64()
-    );
+    println!("  read back and verified {verified} bytes in {:.2} s", verify_started.elapsed().as_secs_f64());
     futures::executor::block_on(engine.shutdown())?;
     Ok(())
 }
