@@ -9,14 +9,58 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use rill_shard::core::Clock;
 use rill_shard::limits::{Limits, MailboxFull};
 use rill_shard::log::{LogFactory, LogStore, MemLog};
+use rill_shard::wal::Durability;
 
 /// Default number of groups.
 pub const DEFAULT_GROUPS: u32 = 64;
 /// Default io_uring memory per executor.
 pub const DEFAULT_IO_MEMORY_BYTES: usize = 1 << 20;
+
+/// How WAL segment files are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalIo {
+    /// glommio DMA (`O_DIRECT` through io_uring). The default.
+    Dma,
+    /// `std::fs` writes and `fdatasync` on the executor's blocking pool, for
+    /// file systems without `O_DIRECT` (tmpfs, some overlays).
+    Std,
+}
+
+/// Write-ahead log and checkpoint settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalSettings {
+    pub durability: Durability,
+    pub io: WalIo,
+    /// Segment files are rotated past this size.
+    pub segment_bytes: u64,
+    /// Bytes one core's pending batch may hold before appends wait.
+    pub buffer_bytes: usize,
+    /// Checkpoint at least this often (while anything changed).
+    pub checkpoint_interval: Duration,
+    /// Checkpoint once a core's WAL keeps this many bytes.
+    pub checkpoint_wal_bytes: u64,
+    /// Checkpoint during a clean shutdown.
+    pub checkpoint_on_shutdown: bool,
+}
+
+impl Default for WalSettings {
+    fn default() -> Self {
+        WalSettings {
+            durability: Durability::Fsync,
+            io: WalIo::Dma,
+            segment_bytes: 64 << 20,
+            buffer_bytes: 8 << 20,
+            checkpoint_interval: Duration::from_secs(60),
+            checkpoint_wal_bytes: 256 << 20,
+            checkpoint_on_shutdown: true,
+        }
+    }
+}
 
 /// How an engine is opened.
 #[derive(Clone)]
@@ -27,7 +71,8 @@ pub struct Config {
     pub(crate) limits: Limits,
     pub(crate) pin_threads: bool,
     pub(crate) io_memory_bytes: usize,
-    pub(crate) log_factory: LogFactory,
+    pub(crate) wal: WalSettings,
+    pub(crate) log_factory: Option<LogFactory>,
     pub(crate) clock: Option<Clock>,
 }
 
@@ -57,7 +102,8 @@ impl Config {
             limits: Limits::default(),
             pin_threads: true,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
-            log_factory: Arc::new(|_core| Box::new(MemLog::new()) as Box<dyn LogStore>),
+            wal: WalSettings::default(),
+            log_factory: None,
             clock: None,
         }
     }
@@ -154,12 +200,69 @@ impl Config {
         self
     }
 
-    /// Builds each core's log store (tests use this to inject slow or
-    /// failing logs).
+    /// When an append is acknowledged: after `fdatasync` (the default) or,
+    /// explicitly relaxed, after the write with a sync every interval (see
+    /// [`Durability::Interval`] for exactly what that can lose).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.wal.durability = durability;
+        self
+    }
+
+    /// DMA (default) or `std::fs` WAL files.
+    pub fn wal_io(mut self, io: WalIo) -> Self {
+        self.wal.io = io;
+        self
+    }
+
+    /// WAL segment size.
+    pub fn wal_segment_bytes(mut self, bytes: u64) -> Self {
+        self.wal.segment_bytes = bytes;
+        self
+    }
+
+    /// Pending WAL batch bytes per core before appends wait.
+    pub fn wal_buffer_bytes(mut self, bytes: usize) -> Self {
+        self.wal.buffer_bytes = bytes;
+        self
+    }
+
+    /// Longest time between checkpoints while anything changed.
+    pub fn checkpoint_interval(mut self, interval: Duration) -> Self {
+        self.wal.checkpoint_interval = interval;
+        self
+    }
+
+    /// WAL bytes per core that trigger a checkpoint.
+    pub fn checkpoint_wal_bytes(mut self, bytes: u64) -> Self {
+        self.wal.checkpoint_wal_bytes = bytes;
+        self
+    }
+
+    /// Whether a clean shutdown checkpoints (tests turn it off to exercise
+    /// WAL replay).
+    #[doc(hidden)]
+    pub fn checkpoint_on_shutdown(mut self, on: bool) -> Self {
+        self.wal.checkpoint_on_shutdown = on;
+        self
+    }
+
+    pub fn wal_settings(&self) -> &WalSettings {
+        &self.wal
+    }
+
+    /// Replaces the write-ahead log with another log store per core (tests
+    /// use this to inject slow or failing logs).
     #[doc(hidden)]
     pub fn log_factory(mut self, factory: LogFactory) -> Self {
-        self.log_factory = factory;
+        self.log_factory = Some(factory);
         self
+    }
+
+    /// Keeps the log in memory only: nothing survives the process. For
+    /// tests that need no disk.
+    #[doc(hidden)]
+    pub fn in_memory_log(self) -> Self {
+        self.log_factory(Arc::new(|_core| Box::new(MemLog::new()) as Box<dyn LogStore>))
     }
 
     /// Replaces the wall clock (Unix milliseconds) the cores stamp commands

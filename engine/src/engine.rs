@@ -20,13 +20,18 @@ use rill_shard::api::{
     Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
     HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
 };
+use rill_shard::core::checkpoint::CheckpointSpec;
 use rill_shard::core::envelope::{Envelope, GroupSnapshot, Mail, Reply, Request};
 use rill_shard::core::mailbox::{mailbox, MailboxSender};
 use rill_shard::core::{system_clock, CoreSpec};
+use rill_shard::group::GroupState;
+use rill_shard::log::{LogFactory, LogStore};
 use rill_shard::metrics::{CoreMetrics, GroupMetrics};
+use rill_shard::wal::device::{DmaDir, StdDir, WalDir};
+use rill_shard::wal::{recovery, WalConfig, WalLog};
 use rill_shard::{Error, ErrorKind, Placement, Result, StreamId};
 
-use crate::config::Config;
+use crate::config::{Config, WalIo};
 use crate::runtime::Executors;
 use crate::shape;
 
@@ -60,7 +65,31 @@ impl Engine {
             return Err(Error::bad_request("groups must be at least 1"));
         }
         config.limits.check()?;
+        if config.wal.segment_bytes < 2 * rill_shard::wal::format::BLOCK as u64
+            || config.wal.buffer_bytes == 0
+        {
+            return Err(Error::bad_request(
+                "wal segment_bytes must be at least 8 KiB and buffer_bytes positive",
+            ));
+        }
         shape::check_or_record(&config.data_dir, config.groups, config.cores)?;
+        let started = Instant::now();
+        let recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
+        recovery::consolidate(&config.data_dir, &recovered, config.cores)?;
+        tracing::info!(
+            replayed = recovered.replayed_records,
+            torn_tails = recovered.torn_tails.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "recovery done"
+        );
+        let mut states: Vec<Option<GroupState>> = recovered.states.into_iter().map(Some).collect();
+        let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(&config));
+        let checkpoint = CheckpointSpec {
+            dir: recovery::checkpoint_dir(&config.data_dir),
+            interval: config.wal.checkpoint_interval,
+            wal_bytes: config.wal.checkpoint_wal_bytes,
+            on_shutdown: config.wal.checkpoint_on_shutdown,
+        };
 
         let core_metrics: Vec<Arc<CoreMetrics>> =
             (0..config.cores).map(|_| Arc::new(CoreMetrics::default())).collect();
@@ -75,15 +104,18 @@ impl Engine {
             mailboxes.push(tx);
             let groups = (0..config.groups)
                 .filter(|g| *g as usize % config.cores == core)
-                .map(|g| (g, group_metrics[g as usize].clone()))
+                .map(|g| {
+                    let state = states[g as usize].take().expect("each group is homed once");
+                    (state, group_metrics[g as usize].clone())
+                })
                 .collect();
             specs.push(CoreSpec {
                 core,
-                group_count: config.groups,
                 groups,
+                checkpoint: Some(checkpoint.clone()),
                 metrics: metrics.clone(),
                 limits: config.limits.clone(),
-                log_factory: config.log_factory.clone(),
+                log_factory: log_factory.clone(),
                 mailbox: rx,
                 clock: clock.clone(),
             });
@@ -363,6 +395,24 @@ impl Engine {
         }
     }
 
+    /// Writes a checkpoint of every group that changed and retires the WAL
+    /// segments the checkpoints cover. Returns when every core is done.
+    pub async fn checkpoint(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::ShuttingDown));
+        }
+        let mut acks = Vec::new();
+        for mailbox in &self.inner.mailboxes {
+            let (tx, rx) = oneshot::channel();
+            mailbox.send_waiting(Mail::Checkpoint(tx)).await?;
+            acks.push(rx);
+        }
+        for ack in acks {
+            ack.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))??;
+        }
+        Ok(())
+    }
+
     /// Stops every core cleanly: queued requests and parked readers fail
     /// with `ShuttingDown`, replies already waiting on the log are given a
     /// bounded time to complete. Later calls fail with `ShuttingDown`.
@@ -405,6 +455,26 @@ impl Drop for Inner {
             tracing::warn!("engine dropped while a core was still busy; its thread is detached");
         }
     }
+}
+
+/// The default log: one WAL per core under `<data>/wal/core-<n>/`.
+fn wal_factory(config: &Config) -> LogFactory {
+    let data_dir = config.data_dir.clone();
+    let settings = config.wal.clone();
+    Arc::new(move |core| {
+        let dir_path = recovery::wal_dir(&data_dir, core);
+        let dir: std::rc::Rc<dyn WalDir> = match settings.io {
+            WalIo::Dma => std::rc::Rc::new(DmaDir::new(dir_path)),
+            WalIo::Std => std::rc::Rc::new(StdDir::new(dir_path)),
+        };
+        let wal = WalConfig {
+            core: core as u32,
+            segment_bytes: settings.segment_bytes,
+            max_buffer_bytes: settings.buffer_bytes,
+            durability: settings.durability,
+        };
+        Box::new(WalLog::start(dir, wal)) as Box<dyn LogStore>
+    })
 }
 
 fn unexpected<T>(call: &str, reply: Reply) -> Result<T> {

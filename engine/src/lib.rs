@@ -30,9 +30,10 @@ mod metrics;
 mod runtime;
 mod shape;
 
-pub use config::{online_cpus, Config, DEFAULT_GROUPS};
+pub use config::{online_cpus, Config, WalIo, WalSettings, DEFAULT_GROUPS};
 pub use engine::Engine;
 pub use metrics::MetricsSnapshot;
+pub use rill_shard::wal::Durability;
 pub use shape::SHAPE_FILE;
 
 pub use rill_shard::api::{

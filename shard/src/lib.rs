@@ -22,3 +22,4 @@ pub mod core;
 pub mod limits;
 pub mod log;
 pub mod metrics;
+pub mod wal;

@@ -12,9 +12,10 @@
 //!   submitted, so nobody ever sees state that a crash could take back.
 //!
 //! [`MemLog`] is the store of an engine without a write-ahead log: entries
-//! are counted and immediately "durable" (nothing survives the process).
-//! The write-ahead log and the fault-injecting test stores implement the
-//! same trait.
+//! are counted and immediately "durable" (nothing survives the process); it
+//! serves tests that need no disk. The write-ahead log
+//! ([`crate::wal::WalLog`]) and the tests' gated stores implement the same
+//! trait.
 
 use std::cell::Cell;
 use std::fmt;
@@ -71,6 +72,20 @@ pub trait LogStore: fmt::Debug {
     /// Resolves once `durable_lsn() >= lsn`, or with the error that made
     /// durability impossible.
     fn wait_durable(&self, lsn: Lsn) -> LocalFuture<'_, Result<()>>;
+
+    /// LSN of the last submitted entry (0 if none).
+    fn last_lsn(&self) -> Lsn;
+
+    /// Drops every stored entry with an LSN at or below `cut` (the caller
+    /// has checkpointed everything they carried).
+    fn retire_through(&self, _cut: Lsn) -> LocalFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Bytes the log currently keeps on its device.
+    fn live_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// The log of an engine without a write-ahead log: entries are counted and
@@ -107,6 +122,10 @@ impl LogStore for MemLog {
 
     fn wait_durable(&self, _lsn: Lsn) -> LocalFuture<'_, Result<()>> {
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn last_lsn(&self) -> Lsn {
+        self.next.get()
     }
 }
 

@@ -166,6 +166,10 @@ impl LogStore for GatedLog {
         })
     }
 
+    fn last_lsn(&self) -> Lsn {
+        self.next.get()
+    }
+
     fn durable_lsn(&self) -> Lsn {
         if self.gate.hold_durability && !self.gate.open.load(SeqCst) {
             0

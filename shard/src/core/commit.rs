@@ -86,6 +86,11 @@ impl Commit {
         }
     }
 
+    /// The core's log.
+    pub fn log(&self) -> &dyn LogStore {
+        &*self.log
+    }
+
     /// The error that failed this core, if any.
     pub fn failure(&self) -> Option<crate::Error> {
         self.failed.borrow().clone()

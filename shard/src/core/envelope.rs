@@ -111,6 +111,8 @@ pub struct Envelope {
 #[derive(Debug)]
 pub enum Mail {
     Request(Box<Envelope>),
+    /// Checkpoint every group of the core; completed when done.
+    Checkpoint(oneshot::Sender<Result<()>>),
     /// Stop the core; the sender is completed once it has stopped.
     Shutdown(oneshot::Sender<()>),
 }

@@ -45,10 +45,18 @@ pub struct Group {
     uncommitted: Cell<u64>,
     /// An `ExpireDue` request is already queued.
     pub expiry_queued: Cell<bool>,
+    /// Commit index of the group's last checkpoint (by this run).
+    pub checkpointed_index: Cell<u64>,
 }
 
 impl Group {
+    /// A group starting from (recovered) `state`, which is taken to be
+    /// checkpointed already.
     pub fn new(id: u32, state: GroupState, metrics: Arc<GroupMetrics>) -> Self {
+        metrics.set_hot_bytes(state.hot_bytes());
+        metrics.streams.store(state.stream_count(), Relaxed);
+        metrics.commit_index.store(state.commit_index(), Relaxed);
+        let checkpointed = state.commit_index();
         Group {
             id,
             state: RefCell::new(state),
@@ -57,6 +65,7 @@ impl Group {
             last_lsn: Cell::new(0),
             uncommitted: Cell::new(0),
             expiry_queued: Cell::new(false),
+            checkpointed_index: Cell::new(checkpointed),
         }
     }
 

@@ -15,6 +15,7 @@
 //! core); every reply leaves through [`commit::Commit`], which never lets a
 //! caller see a mutation before the log made it durable.
 
+pub mod checkpoint;
 pub mod commit;
 pub mod envelope;
 pub mod group_task;
@@ -36,6 +37,7 @@ use crate::limits::Limits;
 use crate::log::LogFactory;
 use crate::metrics::{CoreMetrics, GroupMetrics};
 
+use self::checkpoint::CheckpointSpec;
 use self::commit::Commit;
 use self::envelope::{Envelope, Mail, Request};
 use self::group_task::Group;
@@ -55,9 +57,10 @@ pub fn system_clock() -> Clock {
 /// Everything a core needs, handed to its thread.
 pub struct CoreSpec {
     pub core: usize,
-    pub group_count: u32,
-    /// The groups homed on this core, with their shared metrics.
-    pub groups: Vec<(u32, Arc<GroupMetrics>)>,
+    /// The groups homed on this core: recovered state and shared metrics.
+    pub groups: Vec<(GroupState, Arc<GroupMetrics>)>,
+    /// Where and when to checkpoint (None: never).
+    pub checkpoint: Option<CheckpointSpec>,
     pub metrics: Arc<CoreMetrics>,
     pub limits: Limits,
     pub log_factory: LogFactory,
@@ -84,6 +87,8 @@ pub struct Core {
     pub(crate) waiters: RefCell<Waiters>,
     pub(crate) commit: Commit,
     pub(crate) stopping: Cell<bool>,
+    pub(crate) checkpoint: Option<CheckpointSpec>,
+    pub(crate) checkpoint_lock: futures::lock::Mutex<()>,
 }
 
 impl std::fmt::Debug for Core {
@@ -101,12 +106,13 @@ impl Core {
 /// Runs one core until it is told to stop or every sender is gone. Must be
 /// called inside the core's glommio executor.
 pub async fn run_core(spec: CoreSpec) {
-    let CoreSpec { core, group_count, groups, metrics, limits, log_factory, mailbox, clock } = spec;
+    let CoreSpec { core, groups, checkpoint: checkpoint_spec, metrics, limits, log_factory, mailbox, clock } =
+        spec;
     let log = log_factory(core);
     let mut by_id = HashMap::new();
-    for (group, group_metrics) in groups {
-        let state = GroupState::new(group, group_count, limits.group.clone());
-        by_id.insert(group, Rc::new(Group::new(group, state, group_metrics)));
+    for (state, group_metrics) in groups {
+        let id = state.group();
+        by_id.insert(id, Rc::new(Group::new(id, state, group_metrics)));
     }
     let core = Rc::new(Core {
         id: core,
@@ -117,6 +123,8 @@ pub async fn run_core(spec: CoreSpec) {
         waiters: RefCell::new(Waiters::default()),
         commit: Commit::new(log),
         stopping: Cell::new(false),
+        checkpoint: checkpoint_spec,
+        checkpoint_lock: futures::lock::Mutex::new(()),
     });
 
     let mut tasks = Vec::new();
@@ -128,6 +136,8 @@ pub async fn run_core(spec: CoreSpec) {
     tasks.push(glommio::spawn_local(async move { c.commit.run_acker(&c).await }).detach());
     let c = core.clone();
     tasks.push(glommio::spawn_local(async move { expiry_loop(c).await }).detach());
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move { checkpoint::checkpoint_loop(c).await }).detach());
 
     let done = dispatch_loop(&core, &mailbox).await;
     stop(&core).await;
@@ -151,6 +161,13 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
         for mail in batch.drain(..) {
             match mail {
                 Mail::Request(env) => route(core, *env),
+                Mail::Checkpoint(done) => {
+                    let c = core.clone();
+                    glommio::spawn_local(async move {
+                        let _ = done.send(checkpoint::checkpoint(&c).await);
+                    })
+                    .detach();
+                }
                 Mail::Shutdown(done) => return Some(done),
             }
         }
@@ -222,6 +239,11 @@ async fn stop(core: &Rc<Core>) {
         let _ = w.reply.send(Err(Error::new(ErrorKind::ShuttingDown)));
     }
     core.commit.drain(core, Duration::from_secs(5)).await;
+    if core.checkpoint.as_ref().is_some_and(|c| c.on_shutdown) && core.commit.failure().is_none() {
+        if let Err(err) = checkpoint::checkpoint(core).await {
+            tracing::error!(core = core.id, error = %err, "checkpoint at shutdown failed");
+        }
+    }
 }
 
 /// A wakeable single-consumer slot, for a task waiting on local events.

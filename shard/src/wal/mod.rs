@@ -1,0 +1,18 @@
+//! The write-ahead log (SPEC §6): one per core, group-committed, recovered
+//! at open.
+//!
+//! * [`format`]: the segment and record layout, byte by byte.
+//! * [`scan`]: reading a segment back, telling a torn tail from corruption.
+//! * [`device`]: the file seam (DMA, `std::fs`, memory, fault injection).
+//! * [`writer`]: [`WalLog`], the core's [`crate::log::LogStore`].
+//! * [`recovery`]: checkpoints and replay at open.
+
+pub mod device;
+pub mod format;
+pub mod recovery;
+pub mod scan;
+pub mod writer;
+
+pub use writer::{Durability, WalConfig, WalLog};
+#[cfg(test)]
+mod tests_writer;

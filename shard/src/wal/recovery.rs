@@ -1,0 +1,231 @@
+//! Checkpoint files and recovery at open (SPEC §6, §7).
+//!
+//! Layout under the data directory:
+//!
+//! ```text
+//! checkpoints/group-<g:05>.snap   latest group snapshot of group g
+//! wal/core-<c>/<seq:016x>.wal     WAL segments of core c
+//! ```
+//!
+//! A checkpoint is written to `<name>.tmp`, fsynced, renamed over the old
+//! one, and the directory fsynced; it is therefore either the old or the
+//! new snapshot, never a mix. Recovery loads every group's checkpoint, then
+//! replays every WAL segment of every core directory in sequence order:
+//! a record whose index is at or below its group's commit index is already
+//! in the checkpoint and is skipped; the next one must carry exactly the
+//! next index and must apply as a mutation, else the log and the state
+//! disagree and open fails with `Corrupted`. A torn tail is accepted only
+//! at the end of a core's last segment (a crash mid-write); anything else
+//! that does not check out fails the open with `Corrupted` naming the file
+//! and offset. [`consolidate`] then writes fresh checkpoints of the groups
+//! that replay changed and removes every segment, so each run starts with
+//! empty WAL directories (which is also what lets the core count change
+//! between runs).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::format::RecordKind;
+use super::scan::{scan_segment, ScanEnd};
+use crate::command::Command;
+use crate::error::{Error, ErrorKind, Result};
+use crate::group::{GroupLimits, GroupState};
+
+/// Directory holding the checkpoints.
+pub fn checkpoint_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("checkpoints")
+}
+
+/// Directory holding core `core`'s WAL segments.
+pub fn wal_dir(data_dir: &Path, core: usize) -> PathBuf {
+    data_dir.join("wal").join(format!("core-{core}"))
+}
+
+fn checkpoint_path(dir: &Path, group: u32) -> PathBuf {
+    dir.join(format!("group-{group:05}.snap"))
+}
+
+fn io(op: &'static str, path: &Path, e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Io { op, message: format!("{}: {e}", path.display()) })
+}
+
+/// Writes one group's checkpoint atomically (the caller syncs the
+/// directory once after a batch of these).
+pub fn write_checkpoint(dir: &Path, group: u32, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let path = checkpoint_path(dir, group);
+    let tmp = path.with_extension("snap.tmp");
+    let mut file = fs::File::create(&tmp).map_err(|e| io("create checkpoint", &tmp, e))?;
+    file.write_all(bytes).map_err(|e| io("write checkpoint", &tmp, e))?;
+    file.sync_all().map_err(|e| io("sync checkpoint", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| io("rename checkpoint", &path, e))
+}
+
+/// What recovery found.
+#[derive(Debug)]
+pub struct Recovered {
+    /// One state per group, indexed by group id.
+    pub states: Vec<GroupState>,
+    /// Groups whose state differs from their checkpoint file.
+    pub changed: Vec<bool>,
+    pub replayed_records: u64,
+    /// Segments whose tail was torn, with the offset the valid data ends at.
+    pub torn_tails: Vec<(PathBuf, u64)>,
+}
+
+/// Loads checkpoints and replays every WAL segment.
+pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Result<Recovered> {
+    let ckpt_dir = checkpoint_dir(data_dir);
+    let mut states = Vec::with_capacity(group_count as usize);
+    for group in 0..group_count {
+        let path = checkpoint_path(&ckpt_dir, group);
+        let state = match fs::read(&path) {
+            Ok(bytes) => {
+                let state = GroupState::decode_snapshot(&bytes, limits.clone())
+                    .map_err(|e| Error::corrupted(format!("{}: {e}", path.display())))?;
+                if state.group() != group || state.group_count() != group_count {
+                    return Err(Error::corrupted(format!("{}: holds another group", path.display())));
+                }
+                state
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                GroupState::new(group, group_count, limits.clone())
+            }
+            Err(e) => return Err(io("read checkpoint", &path, e)),
+        };
+        states.push(state);
+    }
+    let mut recovered = Recovered {
+        states,
+        changed: vec![false; group_count as usize],
+        replayed_records: 0,
+        torn_tails: vec![],
+    };
+    for segments in wal_segments(data_dir)? {
+        let last = segments.len().saturating_sub(1);
+        for (i, path) in segments.iter().enumerate() {
+            replay_segment(path, i == last, limits, &mut recovered)?;
+        }
+    }
+    Ok(recovered)
+}
+
+/// Segment paths per core directory, each list in sequence order.
+fn wal_segments(data_dir: &Path) -> Result<Vec<Vec<PathBuf>>> {
+    let root = data_dir.join("wal");
+    let mut cores = Vec::new();
+    let entries = match fs::read_dir(&root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cores),
+        Err(e) => return Err(io("list wal", &root, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| io("list wal", &root, e))?;
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let mut segments = Vec::new();
+        for seg in fs::read_dir(&path).map_err(|e| io("list wal", &path, e))? {
+            let seg = seg.map_err(|e| io("list wal", &path, e))?.path();
+            let name = seg.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if let Some(stem) = name.strip_suffix(".wal") {
+                let seq = u64::from_str_radix(stem, 16)
+                    .map_err(|_| Error::corrupted(format!("{}: unexpected WAL file name", seg.display())))?;
+                segments.push((seq, seg));
+            }
+        }
+        segments.sort();
+        cores.push(segments.into_iter().map(|(_, p)| p).collect());
+    }
+    Ok(cores)
+}
+
+fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Recovered) -> Result<()> {
+    let bytes = fs::read(path).map_err(|e| io("read wal segment", path, e))?;
+    let at = |what: String| Error::corrupted(format!("{}: {what}", path.display()));
+    let scan = scan_segment(&bytes).map_err(|e| at(e.to_string()))?;
+    match scan.end {
+        ScanEnd::Clean => {}
+        ScanEnd::TornTail { at: offset, reason } => {
+            if !is_last {
+                return Err(at(format!(
+                    "bad record at offset {offset} ({reason}) in a segment that is not the last"
+                )));
+            }
+            tracing::warn!(file = %path.display(), offset, reason, "torn WAL tail truncated");
+            rec.torn_tails.push((path.to_path_buf(), offset));
+        }
+        ScanEnd::TornHeader => {
+            if !is_last {
+                return Err(at("segment header is damaged".into()));
+            }
+            rec.torn_tails.push((path.to_path_buf(), 0));
+        }
+    }
+    let group_count = rec.states.len();
+    for record in &scan.records {
+        let g = record.group as usize;
+        let where_ = |what: &str| at(format!("record at offset {} (lsn {}): {what}", record.pos, record.lsn));
+        let state = rec.states.get_mut(g).ok_or_else(|| where_("group beyond the group count"))?;
+        let current = state.commit_index();
+        if record.index <= current {
+            continue;
+        }
+        if record.index != current + 1 {
+            return Err(where_(&format!("group {g} jumps from index {current} to {}", record.index)));
+        }
+        match record.kind {
+            RecordKind::Command => {
+                let cmd: Command = postcard::from_bytes(record.body)
+                    .map_err(|e| where_(&format!("undecodable command: {e}")))?;
+                let mut effects = Vec::new();
+                let applied = state.apply(&cmd, &mut effects);
+                if !applied.mutated || state.commit_index() != record.index {
+                    return Err(where_("replay does not reproduce the logged mutation"));
+                }
+            }
+            RecordKind::Install => {
+                let installed = GroupState::decode_snapshot(record.body, limits.clone())
+                    .map_err(|e| where_(&format!("installed snapshot: {e}")))?;
+                if installed.group() as usize != g
+                    || installed.group_count() as usize != group_count
+                    || installed.commit_index() != record.index
+                {
+                    return Err(where_("installed snapshot does not match its record"));
+                }
+                *state = installed;
+            }
+        }
+        rec.changed[g] = true;
+        rec.replayed_records += 1;
+    }
+    Ok(())
+}
+
+/// Makes the recovered state the new baseline: checkpoints every changed
+/// group, then removes every WAL segment, and leaves one empty WAL
+/// directory per core of the coming run.
+pub fn consolidate(data_dir: &Path, recovered: &Recovered, cores: usize) -> Result<()> {
+    let ckpt_dir = checkpoint_dir(data_dir);
+    fs::create_dir_all(&ckpt_dir).map_err(|e| io("create checkpoint directory", &ckpt_dir, e))?;
+    for (state, changed) in recovered.states.iter().zip(&recovered.changed) {
+        if *changed {
+            write_checkpoint(&ckpt_dir, state.group(), &state.encode_snapshot())?;
+        }
+    }
+    super::device::sync_dir(&ckpt_dir)?;
+    for segments in wal_segments(data_dir)? {
+        for seg in segments {
+            fs::remove_file(&seg).map_err(|e| io("remove wal segment", &seg, e))?;
+        }
+    }
+    let root = data_dir.join("wal");
+    for core in 0..cores {
+        let dir = wal_dir(data_dir, core);
+        fs::create_dir_all(&dir).map_err(|e| io("create wal directory", &dir, e))?;
+        super::device::sync_dir(&dir)?;
+    }
+    super::device::sync_dir(&root)?;
+    super::device::sync_dir(data_dir)
+}
