@@ -15,4 +15,6 @@ pub mod writer;
 
 pub use writer::{Durability, WalConfig, WalLog};
 #[cfg(test)]
+mod tests_format;
+#[cfg(test)]
 mod tests_writer;
