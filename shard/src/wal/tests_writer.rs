@@ -146,9 +146,10 @@ fn io_failure_fails_the_log() {
         let mem = MemDir::default();
         let shared = mem.clone();
         run(move || async move {
-            // create + header write + first batch write + sync, then fault.
+            // create, header write, header sync, first batch write and sync;
+            // then the fault.
             let inner: Rc<dyn WalDir> = Rc::new(shared);
-            let dir = FaultyDir::new(inner, 4, fault);
+            let dir = FaultyDir::new(inner, 5, fault);
             let wal = WalLog::start(Rc::new(dir), config(1 << 20));
             let c = cmd(0, 10);
             let first =

@@ -253,6 +253,9 @@ impl Inner {
         let file = self.dir.create(&name).await?;
         let header = SegmentHeader { core: self.config.core, seq, first_lsn }.encode();
         file.write_at(header, 0).await?;
+        // The header must be durable before any record of the segment can
+        // be: records behind a missing header would read as corruption.
+        file.sync().await?;
         let mut st = self.state.borrow_mut();
         st.live_bytes += BLOCK as u64;
         st.active = Some(Active { name, file, offset: BLOCK as u64, last_lsn: first_lsn.saturating_sub(1) });
