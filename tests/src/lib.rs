@@ -3,6 +3,8 @@
 //! one chosen group block until the test opens a gate (the "slow
 //! operation" of a single group).
 
+pub mod crash_workload;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Poll, Waker};

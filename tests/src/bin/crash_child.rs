@@ -1,0 +1,102 @@
+//! The process the crash test kills: `crash_child <data dir> <seed> <cycle>
+//! <resend file>`.
+//!
+//! It opens the engine on the data directory (checking nothing: the parent
+//! verifies), prints `O`, then runs one cycle of the crash workload
+//! ([`rill_tests::crash_workload`]): first the producer ops the parent asks
+//! it to send again, then the scripts of the cycle's new streams, with one
+//! writer task per stream on a multi-threaded tokio runtime. Every op is
+//! framed by transcript lines on stdout, each written with one `write` and
+//! flushed before the op is sent or right after its reply arrives, so that
+//! whatever the kill leaves in the pipe is a true record. When every script
+//! is done it prints `D` and waits to be killed. It stops by itself if
+//! stdout goes away or after a long idle time, so an abandoned child never
+//! lingers.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rill::Engine;
+use rill_tests::crash_workload::{engine_config, run_workload, Resend, Sink};
+
+/// How long a child that finished its workload waits to be killed.
+const IDLE_LIMIT: Duration = Duration::from_secs(120);
+
+/// Transcript lines on stdout: one `write` per line, flushed at once.
+#[derive(Debug)]
+struct StdoutSink;
+
+impl Sink for StdoutSink {
+    fn emit(&self, line: &str) -> bool {
+        let mut text = String::with_capacity(line.len() + 1);
+        text.push_str(line);
+        text.push('\n');
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_ok()
+    }
+}
+
+struct Args {
+    dir: PathBuf,
+    seed: u64,
+    cycle: u32,
+    resends: Vec<Resend>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [dir, seed, cycle, resend_file] = &args[..] else {
+        return Err("usage: crash_child <data dir> <seed> <cycle> <resend file>".to_string());
+    };
+    let text = std::fs::read_to_string(resend_file).map_err(|e| format!("reading {resend_file}: {e}"))?;
+    Ok(Args {
+        dir: PathBuf::from(dir),
+        seed: seed.parse().map_err(|_| format!("bad seed `{seed}`"))?,
+        cycle: cycle.parse().map_err(|_| format!("bad cycle `{cycle}`"))?,
+        resends: Resend::parse_file(&text)?,
+    })
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("crash_child: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let engine = match Engine::open(engine_config(&args.dir)) {
+        Ok(engine) => engine,
+        Err(e) => {
+            eprintln!("crash_child: opening {}: {e} ({})", args.dir.display(), e.code().as_str());
+            return ExitCode::from(3);
+        }
+    };
+    let sink: Arc<dyn Sink> = Arc::new(StdoutSink);
+    if !sink.emit("O") {
+        return ExitCode::from(4);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("crash_child: starting the runtime: {e}");
+            return ExitCode::from(5);
+        }
+    };
+    if let Err(e) =
+        runtime.block_on(run_workload(engine.clone(), args.seed, args.cycle, args.resends, sink.clone()))
+    {
+        eprintln!("crash_child: {e}");
+        return ExitCode::from(6);
+    }
+    if !sink.emit("D") {
+        return ExitCode::from(4);
+    }
+    // Keep the engine open and idle until the parent kills the process.
+    std::thread::sleep(IDLE_LIMIT);
+    drop(engine);
+    ExitCode::SUCCESS
+}
