@@ -145,7 +145,6 @@ fn run_child(
 }
 
 #[test]
-#[ignore = "needs the write-ahead log"]
 fn kill_9_loses_no_acknowledged_operation() {
     let cycles = env_number("RILL_CRASH_CYCLES").map_or(DEFAULT_CYCLES, |n| n as u32);
     let seed = env_number("RILL_CRASH_SEED").unwrap_or_else(|| {
