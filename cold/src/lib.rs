@@ -1,10 +1,27 @@
 //! `rill-cold`: bytes at rest.
 //!
-//! This crate will own the cold tier's on-disk formats (segments, packs,
-//! index pages), their memory-mapped readers and writers, and the GC and
-//! compaction bookkeeping, all as synchronous code. Until the cold tier
-//! lands, every byte lives in the owning group's hot buffer and this crate
-//! only pins the format version the cold files will start at.
+//! This crate owns the cold tier's on-disk formats, their memory-mapped
+//! readers and their writers, all as synchronous code with no dependency on
+//! the rest of the workspace (the shard maps [`ColdError`] onto its own
+//! error). What it holds so far:
+//!
+//! * [`pack`]: pack files, the slices of many streams of one bucket written
+//!   by one flush of one group; the writer, the validating memory-mapped
+//!   reader, and a cache of open packs bounded by mapped bytes.
+//!
+//! Every format is documented byte by byte in the repository's `FORMAT.md`,
+//! carries a version in its header and trailer, and is checksummed; a reader
+//! given bytes it does not recognise returns `Corrupted`, never panics.
 
-/// Format version of cold segment files.
-pub const SEGMENT_FORMAT_VERSION: u16 = 1;
+mod error;
+pub mod pack;
+
+pub use error::{ColdError, ColdErrorKind, Result};
+pub use pack::{
+    encode_pack, remove_pack, write_pack, PackCache, PackCacheStats, PackReader, PackSummary, SliceMeta,
+    SliceSpec, SliceSummary, PACK_FORMAT_VERSION,
+};
+
+/// Format version of cold segment files. The cold tier's segments are packs
+/// (one flush of one bucket of one group), so this is the pack version.
+pub const SEGMENT_FORMAT_VERSION: u16 = PACK_FORMAT_VERSION;

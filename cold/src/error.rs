@@ -1,0 +1,113 @@
+//! The error type of the cold tier.
+//!
+//! Every fallible call of this crate returns a [`ColdError`]: a typed
+//! [`ColdErrorKind`] plus, when one is known, the file it concerns. The crate
+//! depends on no other workspace crate, so the shard maps these errors onto
+//! its own: `Corrupted` and `Io` are persistent failures of the engine,
+//! `InvalidInput` and `NoSuchSlice` are the caller's mistakes (or, for a slice
+//! the log says a pack holds, a pack that does not hold what it should).
+//! Callers match on the kind, never on the message text.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What went wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ColdErrorKind {
+    /// Bytes at rest are not what this crate wrote: a checksum mismatch, a
+    /// bad magic or version, a field out of bounds, a truncated file. `what`
+    /// says which check failed and where.
+    Corrupted { what: String },
+    /// An operating-system call failed. `op` names the operation ("open",
+    /// "write", "fsync", "rename", ...), `io_kind` is the error's
+    /// [`io::ErrorKind`] (so a caller can tell, say, `NotFound` apart) and
+    /// `message` its text, for people only.
+    Io { op: &'static str, io_kind: io::ErrorKind, message: String },
+    /// The request itself is invalid (an empty slice, a name that is empty or
+    /// too long, a file name with a path separator); nothing was written.
+    InvalidInput { what: String },
+    /// A slice index at or beyond the pack's slice count.
+    NoSuchSlice { index: usize, slice_count: usize },
+}
+
+/// An error of the cold tier: a kind, and the file it concerns when known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColdError {
+    kind: ColdErrorKind,
+    file: Option<PathBuf>,
+}
+
+/// Result alias of the crate.
+pub type Result<T, E = ColdError> = std::result::Result<T, E>;
+
+impl ColdError {
+    /// An error of `kind`, about no file in particular.
+    pub fn new(kind: ColdErrorKind) -> Self {
+        ColdError { kind, file: None }
+    }
+
+    /// A `Corrupted` error saying `what`.
+    pub fn corrupted(what: impl Into<String>) -> Self {
+        ColdError::new(ColdErrorKind::Corrupted { what: what.into() })
+    }
+
+    /// An `InvalidInput` error saying `what`.
+    pub fn invalid_input(what: impl Into<String>) -> Self {
+        ColdError::new(ColdErrorKind::InvalidInput { what: what.into() })
+    }
+
+    /// An `Io` error from a failed `op` on `file`.
+    pub fn io(op: &'static str, file: &Path, err: &io::Error) -> Self {
+        ColdError::new(ColdErrorKind::Io { op, io_kind: err.kind(), message: err.to_string() })
+            .with_file(file)
+    }
+
+    /// The same error, naming `file` (unless it already names one).
+    pub fn with_file(mut self, file: &Path) -> Self {
+        if self.file.is_none() {
+            self.file = Some(file.to_path_buf());
+        }
+        self
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &ColdErrorKind {
+        &self.kind
+    }
+
+    /// The file the error concerns, when known.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// Whether the error is `Corrupted`.
+    pub fn is_corrupted(&self) -> bool {
+        matches!(self.kind, ColdErrorKind::Corrupted { .. })
+    }
+}
+
+impl fmt::Display for ColdErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ColdErrorKind::Corrupted { what } => write!(f, "corrupted: {what}"),
+            ColdErrorKind::Io { op, message, .. } => write!(f, "i/o error during {op}: {message}"),
+            ColdErrorKind::InvalidInput { what } => write!(f, "invalid input: {what}"),
+            ColdErrorKind::NoSuchSlice { index, slice_count } => {
+                write!(f, "no slice {index} in a pack of {slice_count} slices")
+            }
+        }
+    }
+}
+
+impl fmt::Display for ColdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "{}: {}", file.display(), self.kind),
+            None => self.kind.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ColdError {}

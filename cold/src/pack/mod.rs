@@ -1,0 +1,32 @@
+//! Packs: one file per flush of one bucket of one group, holding slices of
+//! many streams of that bucket (FORMAT.md, "Cold pack file").
+//!
+//! A slice is a contiguous byte range `[start, end)` of one incarnation of one
+//! stream, made of whole records. Streams of different buckets never share a
+//! pack, so erasing a bucket means deleting its packs and nothing else. A
+//! pack is written once ([`write_pack`]), published by an atomic rename, and
+//! never modified; it is read through a memory map ([`PackReader`]), with
+//! every slice checked against its BLAKE3 digest before its bytes are handed
+//! out, and kept open in a [`PackCache`] bounded by mapped bytes.
+
+mod cache;
+mod format;
+mod reader;
+mod writer;
+
+#[cfg(test)]
+mod tests_cache;
+#[cfg(test)]
+mod tests_format;
+#[cfg(test)]
+mod tests_reader;
+#[cfg(test)]
+mod tests_support;
+
+pub use cache::{PackCache, PackCacheStats};
+pub use format::{
+    parse_pack, Digest, PackHeader, PackLayout, SliceMeta, ENTRY_FIXED_LEN, HEADER_LEN, HEADER_MAGIC,
+    MAX_NAME_LEN, PACK_FORMAT_VERSION, TRAILER_LEN, TRAILER_MAGIC,
+};
+pub use reader::PackReader;
+pub use writer::{encode_pack, remove_pack, sync_dir, write_pack, PackSummary, SliceSpec, SliceSummary};
