@@ -31,6 +31,46 @@ pub enum WalIo {
     Std,
 }
 
+/// Cold-tier settings (SPEC §3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColdSettings {
+    /// Run flush, reclamation and compaction in the background.
+    pub background: bool,
+    /// How often the background worker looks at the groups.
+    pub interval: Duration,
+    /// A group is flushed in the background once it holds this many hot
+    /// bytes.
+    pub min_hot_bytes: u64,
+    /// Bytes one flush of a group moves at most.
+    pub max_flush_bytes: u64,
+    /// Bytes one pack file holds at most.
+    pub max_batch_bytes: u64,
+    /// Chunks smaller than this are merged by compaction.
+    pub compact_small_bytes: u64,
+    /// A merged chunk is at most this long.
+    pub compact_max_bytes: u64,
+    /// Compaction inputs are removed no earlier than this after the merge.
+    pub compact_grace: Duration,
+    /// Bytes of pack files kept mapped per core.
+    pub cache_bytes: u64,
+}
+
+impl Default for ColdSettings {
+    fn default() -> Self {
+        ColdSettings {
+            background: true,
+            interval: Duration::from_millis(200),
+            min_hot_bytes: 4 << 20,
+            max_flush_bytes: 64 << 20,
+            max_batch_bytes: 16 << 20,
+            compact_small_bytes: 64 << 10,
+            compact_max_bytes: 4 << 20,
+            compact_grace: Duration::from_secs(5),
+            cache_bytes: 1 << 30,
+        }
+    }
+}
+
 /// Write-ahead log and checkpoint settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WalSettings {
@@ -72,6 +112,7 @@ pub struct Config {
     pub(crate) pin_threads: bool,
     pub(crate) io_memory_bytes: usize,
     pub(crate) wal: WalSettings,
+    pub(crate) cold: ColdSettings,
     pub(crate) log_factory: Option<LogFactory>,
     pub(crate) clock: Option<Clock>,
 }
@@ -103,6 +144,7 @@ impl Config {
             pin_threads: true,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
             wal: WalSettings::default(),
+            cold: ColdSettings::default(),
             log_factory: None,
             clock: None,
         }
@@ -248,6 +290,55 @@ impl Config {
 
     pub fn wal_settings(&self) -> &WalSettings {
         &self.wal
+    }
+
+    /// Hot bytes a group may hold before appends get `ColdBackpressure`.
+    pub fn max_hot_bytes_per_group(mut self, limit: u64) -> Self {
+        self.limits.group.max_hot_bytes = limit;
+        self
+    }
+
+    /// Background flush, reclamation and compaction (default on).
+    pub fn background_flush(mut self, on: bool) -> Self {
+        self.cold.background = on;
+        self
+    }
+
+    /// How often the background cold worker runs.
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.cold.interval = interval;
+        self
+    }
+
+    /// Hot bytes of a group that trigger a background flush.
+    pub fn min_hot_bytes(mut self, bytes: u64) -> Self {
+        self.cold.min_hot_bytes = bytes;
+        self
+    }
+
+    /// Bytes one flush of a group moves at most.
+    pub fn max_flush_bytes(mut self, bytes: u64) -> Self {
+        self.cold.max_flush_bytes = bytes;
+        self
+    }
+
+    /// Bytes one pack file holds at most.
+    pub fn max_batch_bytes(mut self, bytes: u64) -> Self {
+        self.cold.max_batch_bytes = bytes;
+        self
+    }
+
+    /// Compaction: chunks below `small_bytes` merge into runs of at most
+    /// `max_bytes`; inputs are removed `grace` after the merge.
+    pub fn compaction(mut self, small_bytes: u64, max_bytes: u64, grace: Duration) -> Self {
+        self.cold.compact_small_bytes = small_bytes;
+        self.cold.compact_max_bytes = max_bytes;
+        self.cold.compact_grace = grace;
+        self
+    }
+
+    pub fn cold_settings(&self) -> &ColdSettings {
+        &self.cold
     }
 
     /// Replaces the write-ahead log with another log store per core (tests

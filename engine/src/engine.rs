@@ -21,9 +21,11 @@ use rill_shard::api::{
     HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
 };
 use rill_shard::core::checkpoint::CheckpointSpec;
+use rill_shard::core::cold::{ColdJob, ColdSpec};
 use rill_shard::core::envelope::{Envelope, GroupSnapshot, Mail, Reply, Request};
 use rill_shard::core::mailbox::{mailbox, MailboxSender};
 use rill_shard::core::{system_clock, CoreSpec};
+use rill_shard::group::FlushLimits;
 use rill_shard::group::GroupState;
 use rill_shard::log::{LogFactory, LogStore};
 use rill_shard::metrics::{CoreMetrics, GroupMetrics};
@@ -82,8 +84,22 @@ impl Engine {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "recovery done"
         );
+        let cold_dir = config.data_dir.join("cold");
+        remove_orphan_packs(&cold_dir, &recovered.states)?;
         let mut states: Vec<Option<GroupState>> = recovered.states.into_iter().map(Some).collect();
         let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(&config));
+        let c = &config.cold;
+        let cold = ColdSpec {
+            dir: cold_dir,
+            background: c.background,
+            interval: c.interval,
+            min_hot_bytes: c.min_hot_bytes,
+            limits: FlushLimits { max_flush_bytes: c.max_flush_bytes, max_batch_bytes: c.max_batch_bytes },
+            compact_small_bytes: c.compact_small_bytes,
+            compact_max_bytes: c.compact_max_bytes,
+            compact_grace: c.compact_grace,
+            cache_bytes: c.cache_bytes,
+        };
         let checkpoint = CheckpointSpec {
             dir: recovery::checkpoint_dir(&config.data_dir),
             interval: config.wal.checkpoint_interval,
@@ -113,6 +129,7 @@ impl Engine {
                 core,
                 groups,
                 checkpoint: Some(checkpoint.clone()),
+                cold: Some(cold.clone()),
                 metrics: metrics.clone(),
                 limits: config.limits.clone(),
                 log_factory: log_factory.clone(),
@@ -413,6 +430,60 @@ impl Engine {
         Ok(())
     }
 
+    async fn cold_job(&self, job: ColdJob) -> Result<u64> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::ShuttingDown));
+        }
+        let mut acks = Vec::new();
+        for mailbox in &self.inner.mailboxes {
+            let (tx, rx) = oneshot::channel();
+            mailbox.send_waiting(Mail::Cold(job, tx)).await?;
+            acks.push(rx);
+        }
+        let mut total = 0;
+        for ack in acks {
+            total += ack.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))??;
+        }
+        Ok(total)
+    }
+
+    /// Flushes every group's hot bytes to cold pack files now; returns the
+    /// number of chunks flushed.
+    pub async fn flush_cold(&self) -> Result<u64> {
+        self.cold_job(ColdJob::Flush).await
+    }
+
+    /// One reclamation pass over every group: removes the files of due GC
+    /// entries and commits their removal; returns the entries reclaimed.
+    pub async fn run_gc(&self) -> Result<u64> {
+        self.cold_job(ColdJob::Gc).await
+    }
+
+    /// Merges runs of small adjacent cold chunks; returns the number of
+    /// compactions done.
+    pub async fn compact_cold(&self) -> Result<u64> {
+        self.cold_job(ColdJob::Compact).await
+    }
+
+    /// Removes every stream of `bucket` in every group (SPEC §3). After
+    /// `run_gc`, a second purge reporting zero pending entries proves every
+    /// byte of the bucket is gone from the cold tier.
+    pub async fn purge_bucket(&self, bucket: &str) -> Result<PurgeReport> {
+        rill_shard::name::validate_name("bucket", bucket)?;
+        let mut report = PurgeReport::default();
+        for group in 0..self.inner.config.groups {
+            let placement = Placement { core: self.core_of_group(group), group };
+            match self.call(placement, Request::PurgeBucket(bucket.to_string())).await? {
+                Reply::Purged { removed_streams, pending_gc_entries } => {
+                    report.removed_streams += removed_streams;
+                    report.pending_gc_entries += pending_gc_entries;
+                }
+                other => return unexpected("purge_bucket", other),
+            }
+        }
+        Ok(report)
+    }
+
     /// Stops every core cleanly: queued requests and parked readers fail
     /// with `ShuttingDown`, replies already waiting on the log are given a
     /// bounded time to complete. Later calls fail with `ShuttingDown`.
@@ -455,6 +526,37 @@ impl Drop for Inner {
             tracing::warn!("engine dropped while a core was still busy; its thread is detached");
         }
     }
+}
+
+/// What `purge_bucket` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Streams removed across all groups.
+    pub removed_streams: u64,
+    /// GC entries of the bucket not yet reclaimed (zero after GC ran: the
+    /// erasure proof).
+    pub pending_gc_entries: u64,
+}
+
+/// Removes pack files no group references: flushes written but never
+/// committed before a crash, and their temporary files.
+fn remove_orphan_packs(dir: &std::path::Path, states: &[GroupState]) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create cold directory", &e))?;
+    let referenced: std::collections::HashSet<String> =
+        states.iter().flat_map(|s| s.referenced_files()).collect();
+    let mut orphans = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list cold directory", &e))? {
+        let entry = entry.map_err(|e| Error::io("list cold directory", &e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !referenced.contains(&name) {
+            orphans.push(name);
+        }
+    }
+    if !orphans.is_empty() {
+        tracing::info!(count = orphans.len(), "removing orphan pack files");
+        rill_shard::core::cold::remove_files(dir, &orphans)?;
+    }
+    Ok(())
 }
 
 /// The default log: one WAL per core under `<data>/wal/core-<n>/`.

@@ -30,8 +30,8 @@ mod metrics;
 mod runtime;
 mod shape;
 
-pub use config::{online_cpus, Config, WalIo, WalSettings, DEFAULT_GROUPS};
-pub use engine::Engine;
+pub use config::{online_cpus, ColdSettings, Config, WalIo, WalSettings, DEFAULT_GROUPS};
+pub use engine::{Engine, PurgeReport};
 pub use metrics::MetricsSnapshot;
 pub use rill_shard::wal::Durability;
 pub use shape::SHAPE_FILE;

@@ -35,6 +35,9 @@ impl Model {
             Op::PublishSnapshot(req) => self.publish(req, now),
             Op::AdvanceRetention { id, offset } => self.retain(id, *offset, now),
             Op::ExpireDue => self.expire(now, &mut effects),
+            Op::FlushCommit(_) | Op::GcAck { .. } | Op::PurgeBucket { .. } | Op::CompactCommit(_) => {
+                panic!("the model does not cover cold-tier operations")
+            }
         };
         Observed { result, mutated: self.commit_index != before, effects }
     }

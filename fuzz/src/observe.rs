@@ -78,16 +78,45 @@ impl Item {
 /// A successful answer to a command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Created { already_exists: bool, next_offset: u64, commit_index: u64 },
+    Created {
+        already_exists: bool,
+        next_offset: u64,
+        commit_index: u64,
+    },
     Appended(Item),
-    Batch { items: Vec<Result<Item, Fault>>, commit_index: u64 },
-    Closed { next_offset: u64, already_closed: bool, commit_index: u64 },
-    Deleted { commit_index: u64 },
-    AttrsSet { commit_index: u64 },
-    Touched { renewed: bool },
-    Snapshot { offset: u64, already_existed: bool, commit_index: u64 },
-    Retention { retained_offset: u64, commit_index: u64 },
-    Expired { removed: Vec<StreamId> },
+    Batch {
+        items: Vec<Result<Item, Fault>>,
+        commit_index: u64,
+    },
+    Closed {
+        next_offset: u64,
+        already_closed: bool,
+        commit_index: u64,
+    },
+    Deleted {
+        commit_index: u64,
+    },
+    AttrsSet {
+        commit_index: u64,
+    },
+    Touched {
+        renewed: bool,
+    },
+    Snapshot {
+        offset: u64,
+        already_existed: bool,
+        commit_index: u64,
+    },
+    Retention {
+        retained_offset: u64,
+        commit_index: u64,
+    },
+    Expired {
+        removed: Vec<StreamId>,
+    },
+    /// A cold-tier response (flush, GC, purge, compaction), which the model
+    /// does not cover yet.
+    Cold(String),
 }
 
 /// Everything a command's application shows to the outside.
@@ -130,6 +159,7 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
                 Outcome::Retention { retained_offset: *retained_offset, commit_index: *commit_index }
             }
             Response::Expired { removed } => Outcome::Expired { removed: removed.clone() },
+            other => Outcome::Cold(format!("{other:?}")),
         }),
     };
     Observed { result, mutated: applied.mutated, effects }

@@ -15,6 +15,7 @@ use crate::api::{
     SnapshotReply,
 };
 use crate::error::Result;
+use crate::integrity::SetSum;
 use crate::name::StreamId;
 
 /// One logged mutation of a group.
@@ -48,6 +49,61 @@ pub enum Op {
     },
     /// Remove every stream of the group whose expiry is at or before `now_ms`.
     ExpireDue,
+    /// Move flushed hot prefixes to the cold chunks of a written pack.
+    FlushCommit(FlushCommit),
+    /// The reclamation worker removed these GC entries' files.
+    GcAck {
+        seqs: Vec<u64>,
+    },
+    /// Remove every stream of a bucket (and the bucket) in this group.
+    PurgeBucket {
+        bucket: String,
+    },
+    /// Replace a run of small cold chunks of a stream by one.
+    CompactCommit(CompactCommit),
+}
+
+/// One written pack whose slices a [`Op::FlushCommit`] moves to cold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackCommit {
+    pub pack_id: u64,
+    pub bucket: String,
+    pub file: String,
+    pub bytes: u64,
+    pub slices: Vec<SliceCommit>,
+}
+
+/// One slice of a pack: records `[start, end)` of one stream incarnation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceCommit {
+    pub stream: StreamId,
+    pub incarnation: u64,
+    pub start: u64,
+    pub end: u64,
+    /// Number of records in the slice.
+    pub records: u64,
+    /// Set-sum of the slice's record digests.
+    pub sum: SetSum,
+}
+
+/// Flushed packs, committed through the group's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushCommit {
+    pub packs: Vec<PackCommit>,
+}
+
+/// A compaction: chunks `inputs` (pack, slice) covering `[start, end)` of a
+/// stream are replaced by the single slice 0 of pack `output`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactCommit {
+    pub stream: StreamId,
+    pub incarnation: u64,
+    pub start: u64,
+    pub end: u64,
+    pub inputs: Vec<(u64, u32)>,
+    pub output: PackCommit,
+    /// Inputs' files are reclaimed no earlier than this long after commit.
+    pub grace_ms: u64,
 }
 
 /// The successful result of applying a command.
@@ -74,6 +130,20 @@ pub enum Response {
     },
     Expired {
         removed: Vec<StreamId>,
+    },
+    Flushed {
+        chunks: u64,
+        stale_slices: u64,
+    },
+    GcAcked {
+        removed: u64,
+    },
+    Purged {
+        removed_streams: u64,
+        pending_gc_entries: u64,
+    },
+    Compacted {
+        replaced: bool,
     },
 }
 

@@ -47,6 +47,7 @@ pub enum ErrorCode {
     SnapshotNotFound,
     TooManyStreams,
     LiveReadBackpressure,
+    ColdBackpressure,
     Overloaded,
     UncommittedBackpressure,
     PlacementMismatch,
@@ -79,6 +80,7 @@ impl ErrorCode {
             ErrorCode::SnapshotNotFound => "snapshot_not_found",
             ErrorCode::TooManyStreams => "too_many_streams",
             ErrorCode::LiveReadBackpressure => "live_read_backpressure",
+            ErrorCode::ColdBackpressure => "cold_backpressure",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::UncommittedBackpressure => "uncommitted_backpressure",
             ErrorCode::PlacementMismatch => "placement_mismatch",
@@ -176,6 +178,12 @@ pub enum ErrorKind {
         core: usize,
         limit: usize,
     },
+    /// The group holds too many bytes not yet flushed to cold segments.
+    ColdBackpressure {
+        before: u64,
+        after: u64,
+        limit: u64,
+    },
     Overloaded {
         core: usize,
         capacity: usize,
@@ -228,6 +236,7 @@ impl ErrorKind {
             ErrorKind::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
             ErrorKind::TooManyStreams { .. } => ErrorCode::TooManyStreams,
             ErrorKind::LiveReadBackpressure { .. } => ErrorCode::LiveReadBackpressure,
+            ErrorKind::ColdBackpressure { .. } => ErrorCode::ColdBackpressure,
             ErrorKind::Overloaded { .. } => ErrorCode::Overloaded,
             ErrorKind::UncommittedBackpressure { .. } => ErrorCode::UncommittedBackpressure,
             ErrorKind::PlacementMismatch { .. } => ErrorCode::PlacementMismatch,
@@ -352,6 +361,10 @@ impl fmt::Display for Error {
             ErrorKind::LiveReadBackpressure { core, limit } => {
                 write!(f, "core {core} already parks its limit of {limit} live readers")
             }
+            ErrorKind::ColdBackpressure { before, after, limit } => write!(
+                f,
+                "the group would hold {after} hot bytes (now {before}, limit {limit}) until flush catches up"
+            ),
             ErrorKind::Overloaded { core, capacity } => {
                 write!(f, "mailbox of core {core} is full (capacity {capacity})")
             }

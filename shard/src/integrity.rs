@@ -65,6 +65,15 @@ impl SetSum {
         self
     }
 
+    /// The difference of a set and a subset of it.
+    pub fn minus(mut self, other: SetSum) -> SetSum {
+        for (l, o) in self.lanes.iter_mut().zip(other.lanes) {
+            *l = l.wrapping_sub(o);
+        }
+        self.records = self.records.saturating_sub(other.records);
+        self
+    }
+
     /// The sum as 32 little-endian bytes, for display and comparison.
     pub fn to_bytes(&self) -> [u8; 32] {
         let mut out = [0u8; 32];
@@ -88,6 +97,12 @@ impl Integrity {
     /// Every record ever accepted: `live + evicted`.
     pub fn total(&self) -> SetSum {
         self.live.combined(self.evicted)
+    }
+
+    /// Moves a whole set (a cold chunk's records) from `live` to `evicted`.
+    pub fn evict_sum(&mut self, sum: SetSum) {
+        self.live = self.live.minus(sum);
+        self.evicted = self.evicted.combined(sum);
     }
 
     /// Moves one record's digest from `live` to `evicted`.

@@ -29,9 +29,19 @@ pub struct GroupMetrics {
     pub backpressure_events: AtomicU64,
     pub streams: AtomicU64,
     pub commit_index: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flushed_chunks: AtomicU64,
+    pub flushed_bytes: AtomicU64,
+    pub gc_entries: AtomicU64,
 }
 
 impl GroupMetrics {
+    pub fn record_flush(&self, chunks: u64, bytes: u64) {
+        self.flushes.fetch_add(1, Relaxed);
+        self.flushed_chunks.fetch_add(chunks, Relaxed);
+        self.flushed_bytes.fetch_add(bytes, Relaxed);
+    }
+
     pub fn set_hot_bytes(&self, hot: u64) {
         self.hot_bytes.store(hot, Relaxed);
         self.hot_bytes_high_water.fetch_max(hot, Relaxed);
@@ -51,6 +61,10 @@ impl GroupMetrics {
             backpressure_events: self.backpressure_events.load(Relaxed),
             streams: self.streams.load(Relaxed),
             commit_index: self.commit_index.load(Relaxed),
+            flushes: self.flushes.load(Relaxed),
+            flushed_chunks: self.flushed_chunks.load(Relaxed),
+            flushed_bytes: self.flushed_bytes.load(Relaxed),
+            gc_entries: self.gc_entries.load(Relaxed),
         }
     }
 }
@@ -69,6 +83,12 @@ pub struct CoreMetrics {
     /// Live reads answered from one shared read (counts the sharing readers
     /// beyond the first).
     pub shared_read_hits: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flushed_chunks: AtomicU64,
+    pub flushed_bytes: AtomicU64,
+    pub gc_entries: AtomicU64,
+    pub compactions: AtomicU64,
+    pub cold_backpressure_events: AtomicU64,
     append_latency: Mutex<Histogram<u64>>,
     read_latency: Mutex<Histogram<u64>>,
 }
@@ -85,6 +105,12 @@ impl Default for CoreMetrics {
             uncommitted_backpressure_events: AtomicU64::new(0),
             overloaded_events: AtomicU64::new(0),
             shared_read_hits: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            flushed_chunks: AtomicU64::new(0),
+            flushed_bytes: AtomicU64::new(0),
+            gc_entries: AtomicU64::new(0),
+            compactions: AtomicU64::new(0),
+            cold_backpressure_events: AtomicU64::new(0),
             append_latency: Mutex::new(new_histogram()),
             read_latency: Mutex::new(new_histogram()),
         }
@@ -98,6 +124,12 @@ fn new_histogram() -> Histogram<u64> {
 }
 
 impl CoreMetrics {
+    pub fn record_flush(&self, chunks: u64, bytes: u64) {
+        self.flushes.fetch_add(1, Relaxed);
+        self.flushed_chunks.fetch_add(chunks, Relaxed);
+        self.flushed_bytes.fetch_add(bytes, Relaxed);
+    }
+
     pub fn record_append_latency(&self, latency: Duration) {
         record(&self.append_latency, latency);
     }
@@ -125,6 +157,12 @@ impl CoreMetrics {
             uncommitted_backpressure_events: self.uncommitted_backpressure_events.load(Relaxed),
             overloaded_events: self.overloaded_events.load(Relaxed),
             shared_read_hits: self.shared_read_hits.load(Relaxed),
+            flushes: self.flushes.load(Relaxed),
+            flushed_chunks: self.flushed_chunks.load(Relaxed),
+            flushed_bytes: self.flushed_bytes.load(Relaxed),
+            gc_entries: self.gc_entries.load(Relaxed),
+            compactions: self.compactions.load(Relaxed),
+            cold_backpressure_events: self.cold_backpressure_events.load(Relaxed),
         }
     }
 
@@ -157,6 +195,10 @@ pub struct GroupMetricsSnapshot {
     pub backpressure_events: u64,
     pub streams: u64,
     pub commit_index: u64,
+    pub flushes: u64,
+    pub flushed_chunks: u64,
+    pub flushed_bytes: u64,
+    pub gc_entries: u64,
 }
 
 /// A point-in-time copy of one core's metrics.
@@ -174,6 +216,12 @@ pub struct CoreMetricsSnapshot {
     pub uncommitted_backpressure_events: u64,
     pub overloaded_events: u64,
     pub shared_read_hits: u64,
+    pub flushes: u64,
+    pub flushed_chunks: u64,
+    pub flushed_bytes: u64,
+    pub gc_entries: u64,
+    pub compactions: u64,
+    pub cold_backpressure_events: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -23,6 +23,7 @@ pub(crate) fn limits() -> GroupLimits {
         producer_window: 3,
         max_snapshots_per_stream: 2,
         max_read_bytes: 24,
+        max_hot_bytes: u64::MAX,
     }
 }
 

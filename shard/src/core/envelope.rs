@@ -58,8 +58,16 @@ pub enum Request {
     },
     SnapshotGroup,
     InstallGroupSnapshot(GroupSnapshot),
+    /// Remove every stream of a bucket in this group.
+    PurgeBucket(String),
     /// Internal: remove the group's expired streams.
     ExpireDue,
+    /// Internal: commit a written flush.
+    FlushCommit(crate::command::FlushCommit),
+    /// Internal: acknowledge removed GC files.
+    GcAck(Vec<u64>),
+    /// Internal: commit a written compaction.
+    CompactCommit(crate::command::CompactCommit),
 }
 
 impl Request {
@@ -91,6 +99,10 @@ pub enum Reply {
     Bootstrap(BootstrapReply),
     GroupSnapshot(GroupSnapshot),
     Installed { commit_index: u64 },
+    Flushed { chunks: u64 },
+    GcAcked { removed: u64 },
+    Purged { removed_streams: u64, pending_gc_entries: u64 },
+    Compacted { replaced: bool },
     Done,
 }
 
@@ -113,6 +125,8 @@ pub enum Mail {
     Request(Box<Envelope>),
     /// Checkpoint every group of the core; completed when done.
     Checkpoint(oneshot::Sender<Result<()>>),
+    /// Run one cold-tier job over every group of the core now.
+    Cold(super::cold::ColdJob, oneshot::Sender<Result<u64>>),
     /// Stop the core; the sender is completed once it has stopped.
     Shutdown(oneshot::Sender<()>),
 }

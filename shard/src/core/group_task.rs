@@ -129,8 +129,14 @@ impl Group {
                 self.expiry_queued.set(false);
                 self.mutate(core, Op::ExpireDue, reply, sent_at, kind).await
             }
+            Request::PurgeBucket(bucket) => {
+                self.mutate(core, Op::PurgeBucket { bucket }, reply, sent_at, kind).await
+            }
+            Request::FlushCommit(c) => self.mutate(core, Op::FlushCommit(c), reply, sent_at, kind).await,
+            Request::GcAck(seqs) => self.mutate(core, Op::GcAck { seqs }, reply, sent_at, kind).await,
+            Request::CompactCommit(c) => self.mutate(core, Op::CompactCommit(c), reply, sent_at, kind).await,
             Request::Read(read) => {
-                let result = self.state.borrow().read(&read, now);
+                let result = self.read_now(core, &read, now);
                 self.renew(core, &read.id, now).await;
                 answer(result.map(Reply::Read), reply);
             }
@@ -140,7 +146,11 @@ impl Group {
             Request::Head(id) => answer(self.state.borrow().head(&id, now).map(Reply::Head), reply),
             Request::GetAttrs(id) => answer(self.state.borrow().get_attrs(&id, now).map(Reply::Attrs), reply),
             Request::Bootstrap { id, max_len } => {
-                let result = self.state.borrow().bootstrap(&id, max_len, now);
+                let planned = self.state.borrow().bootstrap_plan(&id, max_len, now);
+                let result = planned.and_then(|(snapshot, plan)| {
+                    let updates = plan.resolve(|piece| core.fetch_cold(piece))?;
+                    Ok(crate::api::BootstrapReply { snapshot, updates })
+                });
                 self.renew(core, &id, now).await;
                 answer(result.map(Reply::Bootstrap), reply);
             }
@@ -157,6 +167,12 @@ impl Group {
             }
             Request::InstallGroupSnapshot(snapshot) => self.install(core, snapshot, reply, sent_at).await,
         }
+    }
+
+    /// Reads hot and cold bytes (SPEC §3: the caller cannot tell them apart).
+    pub(crate) fn read_now(&self, core: &Core, read: &Read, now: u64) -> Result<ReadReply> {
+        let plan = self.state.borrow().read_plan(read, now)?;
+        plan.resolve(|piece| core.fetch_cold(piece))
     }
 
     /// Answers once the group's last submitted entry is durable.
@@ -212,6 +228,12 @@ impl Group {
         let mut effects = Vec::new();
         let applied = self.state.borrow_mut().apply(&cmd, &mut effects);
         if !applied.mutated {
+            if let Err(err) = &applied.result {
+                if err.code() == crate::ErrorCode::ColdBackpressure {
+                    self.metrics.backpressure_events.fetch_add(1, Relaxed);
+                    core.metrics.cold_backpressure_events.fetch_add(1, Relaxed);
+                }
+            }
             self.answer(core, applied.result.map(to_reply), tx, sent_at, kind);
             return;
         }
@@ -285,7 +307,7 @@ impl Group {
         sent_at: Instant,
         now: u64,
     ) {
-        let result = self.state.borrow().read(&read, now);
+        let result = self.read_now(core, &read, now);
         let must_park = matches!(&result, Ok(r) if r.payload.is_empty() && !r.closed) && !timeout.is_zero();
         if !must_park {
             self.renew(core, &read.id, now).await;
@@ -354,7 +376,7 @@ impl Group {
                 }
                 None => {
                     let read = Read { id: id.clone(), offset, max_len };
-                    let r = self.state.borrow().read(&read, now);
+                    let r = self.read_now(core, &read, now);
                     shared.insert((offset, max_len), r.clone());
                     r
                 }
@@ -428,7 +450,7 @@ async fn watch(core: Rc<Core>, wid: WaiterId, timeout: Duration) {
     }
     let Some(group) = core.groups.get(&w.group) else { return };
     let read = Read { id: w.stream.clone(), offset: w.offset, max_len: w.max_len };
-    let result = group.state.borrow().read(&read, core.now_ms());
+    let result = group.read_now(&core, &read, core.now_ms());
     group.answer(&core, result.map(Reply::Read), w.reply, w.sent_at, LatencyKind::Read);
 }
 
@@ -443,5 +465,11 @@ fn to_reply(response: Response) -> Reply {
         Response::Snapshot(r) => Reply::Snapshot(r),
         Response::Retention { retained_offset, .. } => Reply::Retention { retained_offset },
         Response::Touched { .. } | Response::Expired { .. } => Reply::Done,
+        Response::Flushed { chunks, .. } => Reply::Flushed { chunks },
+        Response::GcAcked { removed } => Reply::GcAcked { removed },
+        Response::Purged { removed_streams, pending_gc_entries } => {
+            Reply::Purged { removed_streams, pending_gc_entries }
+        }
+        Response::Compacted { replaced } => Reply::Compacted { replaced },
     }
 }

@@ -16,6 +16,7 @@
 //! caller see a mutation before the log made it durable.
 
 pub mod checkpoint;
+pub mod cold;
 pub mod commit;
 pub mod envelope;
 pub mod group_task;
@@ -38,6 +39,7 @@ use crate::log::LogFactory;
 use crate::metrics::{CoreMetrics, GroupMetrics};
 
 use self::checkpoint::CheckpointSpec;
+use self::cold::{ColdSpec, ColdStore};
 use self::commit::Commit;
 use self::envelope::{Envelope, Mail, Request};
 use self::group_task::Group;
@@ -61,6 +63,8 @@ pub struct CoreSpec {
     pub groups: Vec<(GroupState, Arc<GroupMetrics>)>,
     /// Where and when to checkpoint (None: never).
     pub checkpoint: Option<CheckpointSpec>,
+    /// The cold tier (None: everything stays hot).
+    pub cold: Option<ColdSpec>,
     pub metrics: Arc<CoreMetrics>,
     pub limits: Limits,
     pub log_factory: LogFactory,
@@ -89,6 +93,9 @@ pub struct Core {
     pub(crate) stopping: Cell<bool>,
     pub(crate) checkpoint: Option<CheckpointSpec>,
     pub(crate) checkpoint_lock: futures::lock::Mutex<()>,
+    pub(crate) cold_spec: Option<ColdSpec>,
+    pub(crate) cold_store: Option<Arc<ColdStore>>,
+    pub(crate) cold_lock: futures::lock::Mutex<()>,
 }
 
 impl std::fmt::Debug for Core {
@@ -101,13 +108,31 @@ impl Core {
     pub(crate) fn now_ms(&self) -> u64 {
         (self.clock)()
     }
+
+    /// Fetches a cold piece through the core's pack cache.
+    pub(crate) fn fetch_cold(&self, piece: &crate::group::ColdPiece) -> crate::Result<bytes::Bytes> {
+        match &self.cold_store {
+            Some(store) => store.fetch(piece),
+            None => crate::group::read::hot_only(piece),
+        }
+    }
 }
 
 /// Runs one core until it is told to stop or every sender is gone. Must be
 /// called inside the core's glommio executor.
 pub async fn run_core(spec: CoreSpec) {
-    let CoreSpec { core, groups, checkpoint: checkpoint_spec, metrics, limits, log_factory, mailbox, clock } =
-        spec;
+    let CoreSpec {
+        core,
+        groups,
+        checkpoint: checkpoint_spec,
+        cold: cold_spec,
+        metrics,
+        limits,
+        log_factory,
+        mailbox,
+        clock,
+    } = spec;
+    let cold_store = cold_spec.as_ref().map(|c| Arc::new(ColdStore::new(c.dir.clone(), c.cache_bytes)));
     let log = log_factory(core);
     let mut by_id = HashMap::new();
     for (state, group_metrics) in groups {
@@ -125,6 +150,9 @@ pub async fn run_core(spec: CoreSpec) {
         stopping: Cell::new(false),
         checkpoint: checkpoint_spec,
         checkpoint_lock: futures::lock::Mutex::new(()),
+        cold_spec,
+        cold_store,
+        cold_lock: futures::lock::Mutex::new(()),
     });
 
     let mut tasks = Vec::new();
@@ -138,6 +166,8 @@ pub async fn run_core(spec: CoreSpec) {
     tasks.push(glommio::spawn_local(async move { expiry_loop(c).await }).detach());
     let c = core.clone();
     tasks.push(glommio::spawn_local(async move { checkpoint::checkpoint_loop(c).await }).detach());
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move { cold::cold_loop(c).await }).detach());
 
     let done = dispatch_loop(&core, &mailbox).await;
     stop(&core).await;
@@ -165,6 +195,13 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
                     let c = core.clone();
                     glommio::spawn_local(async move {
                         let _ = done.send(checkpoint::checkpoint(&c).await);
+                    })
+                    .detach();
+                }
+                Mail::Cold(job, done) => {
+                    let c = core.clone();
+                    glommio::spawn_local(async move {
+                        let _ = done.send(cold::run_job(&c, job, true).await);
                     })
                     .detach();
                 }

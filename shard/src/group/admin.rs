@@ -114,8 +114,9 @@ impl GroupState {
         }
 
         let commit_index = self.bump();
-        let freed = Self::stream_mut(&mut self.buckets, id)?.retain_from(offset);
+        let (freed, dropped) = Self::stream_mut(&mut self.buckets, id)?.retain_from(offset);
         self.hot_bytes -= freed;
+        self.release_chunks(dropped, 0);
         Ok(Response::Retention { retained_offset: offset, commit_index })
     }
 

@@ -32,8 +32,10 @@
 //! commands (they are control-plane operations, not reads or writes).
 
 mod admin;
+pub mod cold;
 mod ops;
 mod producer;
+pub mod read;
 mod snapshot;
 mod stream;
 mod verify;
@@ -48,7 +50,9 @@ use crate::command::{Applied, Command, Effect, Op};
 use crate::error::{ErrorKind, Result};
 use crate::name::StreamId;
 
+pub use cold::{ColdChunk, ColdState, CompactPlan, FlushLimits, GcEntry, PackInfo, PackPlan, SlicePlan};
 pub use producer::{ItemFailure, ItemOutcome, Landed, ProducerEntry, ProducerState};
+pub use read::{ColdPiece, Piece, ReadPlan};
 pub use stream::StreamState;
 
 /// Bounds the state machine enforces on itself (SPEC §4); part of the
@@ -67,6 +71,17 @@ pub struct GroupLimits {
     pub max_snapshots_per_stream: usize,
     /// Largest read reply, in bytes (`max_len` is clamped to it).
     pub max_read_bytes: usize,
+    /// Hot (not yet flushed) payload bytes the group may hold; appends
+    /// beyond it are `ColdBackpressure` (SPEC §4).
+    pub max_hot_bytes: u64,
+}
+
+impl GroupLimits {
+    /// These limits with the admission bounds lifted, for replaying a log
+    /// whose commands were admitted under possibly different limits.
+    pub fn for_replay(&self) -> GroupLimits {
+        GroupLimits { max_streams_per_group: u64::MAX, max_hot_bytes: u64::MAX, ..self.clone() }
+    }
 }
 
 impl Default for GroupLimits {
@@ -77,6 +92,7 @@ impl Default for GroupLimits {
             producer_window: 8,
             max_snapshots_per_stream: 64,
             max_read_bytes: 16 << 20,
+            max_hot_bytes: 256 << 20,
         }
     }
 }
@@ -98,6 +114,8 @@ pub struct GroupState {
     stream_count: u64,
     /// Derived: `(deadline_ms, id)` of every stream with a deadline.
     expiry: BTreeSet<(u64, StreamId)>,
+    /// Packs and the reclamation queue.
+    cold: cold::ColdState,
 }
 
 impl GroupState {
@@ -111,7 +129,13 @@ impl GroupState {
             hot_bytes: 0,
             stream_count: 0,
             expiry: BTreeSet::new(),
+            cold: cold::ColdState::default(),
         }
+    }
+
+    /// Replaces the limits (after a replay under [`GroupLimits::for_replay`]).
+    pub fn set_limits(&mut self, limits: GroupLimits) {
+        self.limits = limits;
     }
     pub fn group(&self) -> u32 {
         self.group
@@ -150,6 +174,10 @@ impl GroupState {
             Op::PublishSnapshot(req) => self.publish_snapshot(req, now),
             Op::AdvanceRetention { id, offset } => self.advance_retention(id, *offset, now),
             Op::ExpireDue => self.expire_due(now, effects),
+            Op::FlushCommit(commit) => self.flush_commit(commit),
+            Op::GcAck { seqs } => self.gc_ack(seqs),
+            Op::PurgeBucket { bucket } => self.purge_bucket(bucket, effects),
+            Op::CompactCommit(commit) => self.compact_commit(commit, now),
         };
         let mutated = self.commit_index != before;
         debug_assert!(self.commit_index - before <= 1, "one command, one commit index");
@@ -159,9 +187,17 @@ impl GroupState {
 
     /// Reads bytes from a stream (SPEC §2 Read). Does not renew: the runtime
     /// follows a read with `Op::Touch` when [`Self::renewal_due`] says so.
+    /// Cold bytes cannot be fetched here: use [`Self::read_plan`] and
+    /// resolve it against the cold store when a stream has flushed data.
     pub fn read(&self, req: &Read, now_ms: u64) -> Result<ReadReply> {
+        self.read_plan(req, now_ms)?.resolve(read::hot_only)
+    }
+
+    /// Plans a read (SPEC §2 Read, §3): hot pieces carry bytes, cold pieces
+    /// name pack slices for the runtime to fetch.
+    pub fn read_plan(&self, req: &Read, now_ms: u64) -> Result<ReadPlan> {
         let stream = self.lookup(&req.id, now_ms)?;
-        stream.read(req.offset, req.max_len.min(self.limits.max_read_bytes))
+        stream.plan_read(req.offset, req.max_len.min(self.limits.max_read_bytes), self)
     }
 
     /// Head of a stream (SPEC §2 Head). Never renews.
@@ -176,11 +212,22 @@ impl GroupState {
     /// The latest application snapshot and the bytes after it, or the bytes
     /// from the retained start when there is no snapshot (SPEC §2 bootstrap).
     pub fn bootstrap(&self, id: &StreamId, max_len: usize, now_ms: u64) -> Result<BootstrapReply> {
+        let (snapshot, plan) = self.bootstrap_plan(id, max_len, now_ms)?;
+        Ok(BootstrapReply { snapshot, updates: plan.resolve(read::hot_only)? })
+    }
+
+    /// [`Self::bootstrap`] with the updates as a read plan.
+    pub fn bootstrap_plan(
+        &self,
+        id: &StreamId,
+        max_len: usize,
+        now_ms: u64,
+    ) -> Result<(Option<crate::api::AppSnapshot>, ReadPlan)> {
         let stream = self.lookup(id, now_ms)?;
         let snapshot = stream.latest_snapshot().cloned();
         let from = snapshot.as_ref().map_or(stream.retained_offset, |s| s.offset);
-        let updates = stream.read(from, max_len.min(self.limits.max_read_bytes))?;
-        Ok(BootstrapReply { snapshot, updates })
+        let plan = stream.plan_read(from, max_len.min(self.limits.max_read_bytes), self)?;
+        Ok((snapshot, plan))
     }
 
     /// True when a read at `now_ms` should be followed by `Op::Touch`: the
@@ -278,14 +325,17 @@ impl GroupState {
         bucket.insert(stream.id.stream().to_string(), stream);
     }
 
-    /// Removes a stored stream; its bucket stays known.
+    /// Removes a stored stream, releasing its cold slices; its bucket stays
+    /// known.
     fn remove_stream(&mut self, id: &StreamId) -> Option<StreamState> {
-        let stream = self.buckets.get_mut(id.bucket())?.remove(id.stream())?;
+        let mut stream = self.buckets.get_mut(id.bucket())?.remove(id.stream())?;
         self.hot_bytes -= stream.retained_bytes();
         self.stream_count -= 1;
         if let Some(deadline) = stream.deadline_ms() {
             self.expiry.remove(&(deadline, id.clone()));
         }
+        let chunks = std::mem::take(&mut stream.cold);
+        self.release_chunks(chunks, 0);
         Some(stream)
     }
 }

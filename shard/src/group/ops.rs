@@ -34,6 +34,18 @@ use crate::group::stream::StreamState;
 use crate::group::GroupState;
 
 impl GroupState {
+    /// Admission of new hot bytes (SPEC §4 `max_hot_bytes_per_group`):
+    /// checked after duplicate detection, so retries and idempotent
+    /// re-creates, which add nothing, always pass.
+    fn check_hot_room(&self, added: u64) -> Result<()> {
+        let limit = self.limits.max_hot_bytes;
+        let after = self.hot_bytes.saturating_add(added);
+        if added > 0 && after > limit {
+            return Err(ErrorKind::ColdBackpressure { before: self.hot_bytes, after, limit }.into());
+        }
+        Ok(())
+    }
+
     pub(crate) fn create(&mut self, req: &Create, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {
         if req.ttl_s.is_some() && req.expires_at_ms.is_some() {
             return Err(Error::bad_request("ttl_s and expires_at_ms are exclusive"));
@@ -72,6 +84,7 @@ impl GroupState {
         if self.stream_count - u64::from(replaces_expired) >= limit {
             return Err(ErrorKind::TooManyStreams { limit }.into());
         }
+        self.check_hot_room(req.initial_payload.as_ref().map_or(0, |p| p.len() as u64))?;
 
         let commit_index = self.bump();
         if replaces_expired {
@@ -126,6 +139,7 @@ impl GroupState {
             return Err(ErrorKind::StreamClosed { next_offset: stream.next_offset }.into());
         }
         check_stream_seq(stream, req.stream_seq.as_deref())?;
+        self.check_hot_room(req.payload.len() as u64)?;
 
         let commit_index = self.bump();
         let stream = Self::stream_mut(&mut self.buckets, &req.id)?;
@@ -178,6 +192,8 @@ impl GroupState {
         if req.payloads.iter().all(Bytes::is_empty) {
             return fail_all(ErrorKind::EmptyAppend.into(), self.commit_index);
         }
+        // A batch is admitted whole or not at all (SPEC §4).
+        self.check_hot_room(req.payloads.iter().map(|p| p.len() as u64).sum())?;
 
         let commit_index = self.bump();
         let stream = Self::stream_mut(&mut self.buckets, &req.id)?;

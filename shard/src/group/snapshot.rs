@@ -4,13 +4,14 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic b"RILLGSNP"
-//!      8     2  u16le format version (1)
+//!      8     2  u16le format version (2)
 //!     10     4  u32le group
 //!     14     4  u32le group_count
 //!     18     8  u64le commit_index
 //!     26     4  u32le body length N
-//!     30     N  body: postcard of the buckets map
-//!                (bucket -> stream -> stream state)
+//!     30     N  body: postcard of (buckets map, cold state):
+//!                bucket -> stream -> stream state (hot records and cold
+//!                chunk references), then packs and the GC queue
 //!   30+N    32  BLAKE3 of bytes [0, 30+N)
 //! ```
 //!
@@ -29,17 +30,19 @@
 use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
+use crate::group::cold::ColdState;
 use crate::group::{producer, Buckets, GroupLimits, GroupState};
 
 const MAGIC: &[u8; 8] = b"RILLGSNP";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 const HEADER_LEN: usize = 30;
 const CHECKSUM_LEN: usize = 32;
 
 impl GroupState {
     /// Serialises the whole group (see the module docs for the layout).
     pub fn encode_snapshot(&self) -> Vec<u8> {
-        let body = postcard::to_stdvec(&self.buckets).expect("a group state always serialises");
+        let body =
+            postcard::to_stdvec(&(&self.buckets, &self.cold)).expect("a group state always serialises");
         let body_len = u32::try_from(body.len()).expect("a group snapshot body fits in 4 GiB");
         let mut out = Vec::with_capacity(HEADER_LEN + body.len() + CHECKSUM_LEN);
         out.extend_from_slice(MAGIC);
@@ -86,18 +89,19 @@ impl GroupState {
             return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
         }
         let body = &bytes[HEADER_LEN..body_end];
-        let (buckets, rest): (Buckets, &[u8]) =
+        let ((buckets, cold), rest): ((Buckets, ColdState), &[u8]) =
             postcard::take_from_bytes(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
         if !rest.is_empty() {
             return Err(corrupt("trailing bytes in the body"));
         }
-        if postcard::to_stdvec(&buckets).ok().as_deref() != Some(body) {
+        if postcard::to_stdvec(&(&buckets, &cold)).ok().as_deref() != Some(body) {
             return Err(corrupt("body is not in canonical form"));
         }
 
         let mut state = GroupState::new(group, group_count, limits);
         state.commit_index = commit_index;
         state.buckets = buckets;
+        state.cold = cold;
         state.trim_to_limits();
         state.rebuild_derived()?;
         state.verify().map_err(|what| corrupt(format!("invariant violated: {what}")))?;

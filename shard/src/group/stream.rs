@@ -18,11 +18,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{AppSnapshot, HeadReply, ReadReply};
-use crate::error::{Error, ErrorKind, Result};
+use crate::api::{AppSnapshot, HeadReply};
+use crate::group::cold::{ColdChunk, ColdChunks};
 use crate::group::producer::{Landed, ProducerState};
 use crate::integrity::{record_digest, Integrity};
 use crate::name::StreamId;
@@ -47,6 +47,11 @@ pub struct StreamState {
     pub(crate) attrs: Option<String>,
     pub(crate) snapshots: BTreeMap<u64, AppSnapshot>,
     pub(crate) integrity: Integrity,
+    /// Commit index of the create that made this stream (tells a re-created
+    /// stream from the one a flush plan saw).
+    pub(crate) incarnation: u64,
+    /// Flushed ranges, oldest first, ending where `records` start.
+    pub(crate) cold: ColdChunks,
 }
 
 impl StreamState {
@@ -69,6 +74,8 @@ impl StreamState {
             attrs: None,
             snapshots: BTreeMap::new(),
             integrity: Integrity::default(),
+            incarnation: 0,
+            cold: ColdChunks::new(),
         }
     }
 
@@ -164,64 +171,17 @@ impl StreamState {
         }
     }
 
-    /// The bytes `[offset, offset + max_len)` clamped to the tail (SPEC §2
-    /// Read). `max_len` is already clamped by the caller.
-    pub(crate) fn read(&self, offset: u64, max_len: usize) -> Result<ReadReply> {
-        if offset < self.retained_offset {
-            return Err(ErrorKind::OffsetGone { offset, retained: self.retained_offset }.into());
-        }
-        if offset > self.next_offset {
-            return Err(ErrorKind::OffsetOutOfRange { offset, tail: self.next_offset }.into());
-        }
-        if max_len == 0 {
-            return Err(Error::bad_request("max_len must be at least 1"));
-        }
-        let end = offset.saturating_add(max_len as u64).min(self.next_offset);
-        let payload = self.bytes_between(offset, end)?;
-        Ok(ReadReply {
-            payload,
-            offset,
-            next_offset: end,
-            up_to_date: end == self.next_offset,
-            closed: self.closed && end == self.next_offset,
-        })
-    }
-
-    /// Bytes `[from, to)` of retained records; `retained <= from <= to <=
-    /// tail`. One record gives a slice of it; several are concatenated.
-    fn bytes_between(&self, from: u64, to: u64) -> Result<Bytes> {
-        if from == to {
-            return Ok(Bytes::new());
-        }
-        let broken = || Error::corrupted("stream records do not cover the retained range");
-        let first = self.records.partition_point(|(start, payload)| start + payload.len() as u64 <= from);
-        let (start, payload) = self.records.get(first).ok_or_else(broken)?;
-        let end = start + payload.len() as u64;
-        if from < *start {
-            return Err(broken());
-        }
-        if to <= end {
-            return Ok(payload.slice((from - start) as usize..(to - start) as usize));
-        }
-        let mut out = BytesMut::with_capacity((to - from) as usize);
-        for (start, payload) in self.records.range(first..) {
-            if *start >= to {
-                break;
-            }
-            let lo = from.max(*start) - start;
-            let hi = to.min(start + payload.len() as u64) - start;
-            out.extend_from_slice(&payload[lo as usize..hi as usize]);
-        }
-        if out.len() as u64 != to - from {
-            return Err(broken());
-        }
-        Ok(out.freeze())
-    }
-
     /// Moves `retained_offset` up to `offset` (which must be above it and at
-    /// most the tail), dropping records that end at or below it and
-    /// application snapshots below it. Returns the payload bytes freed.
-    pub(crate) fn retain_from(&mut self, offset: u64) -> u64 {
+    /// most the tail), dropping cold chunks and records that end at or below
+    /// it and application snapshots below it. Returns the hot payload bytes
+    /// freed and the cold chunks dropped (their slices must be released).
+    pub(crate) fn retain_from(&mut self, offset: u64) -> (u64, Vec<ColdChunk>) {
+        let mut dropped = Vec::new();
+        while self.cold.front().is_some_and(|c| c.end() <= offset) {
+            let chunk = self.cold.pop_front().expect("checked");
+            self.integrity.evict_sum(chunk.sum);
+            dropped.push(chunk);
+        }
         let mut freed = 0;
         while let Some((start, payload)) = self.records.front() {
             if start + payload.len() as u64 > offset {
@@ -233,7 +193,16 @@ impl StreamState {
         }
         self.retained_offset = offset;
         self.snapshots = self.snapshots.split_off(&offset);
-        freed
+        (freed, dropped)
+    }
+
+    /// The stream's flushed ranges.
+    pub fn cold_chunks(&self) -> impl ExactSizeIterator<Item = &ColdChunk> {
+        self.cold.iter()
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     /// The `head` reply (SPEC §2 Head). Head never renews.

@@ -8,7 +8,7 @@
 //! Every arithmetic step is checked, so `verify` itself never panics on an
 //! arbitrary decoded state.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::validate_attrs;
 use crate::group::producer::{ItemOutcome, ProducerState};
@@ -41,6 +41,7 @@ impl GroupState {
         let mut hot_bytes = 0u64;
         let mut stream_count = 0u64;
         let mut expiry = BTreeSet::new();
+        let mut refs = BTreeMap::new();
         for (bucket, streams) in &self.buckets {
             validate_name("bucket", bucket).map_err(|e| format!("bucket {bucket:?}: {e}"))?;
             for (name, stream) in streams {
@@ -48,7 +49,8 @@ impl GroupState {
                 ensure(stream.id.bucket() == bucket && stream.id.stream() == name, || {
                     format!("{at} is stored under another name than its id {}", stream.id)
                 })?;
-                let retained = self.verify_stream(stream).map_err(|what| format!("{at}: {what}"))?;
+                let retained =
+                    self.verify_stream(stream, &mut refs).map_err(|what| format!("{at}: {what}"))?;
                 hot_bytes = hot_bytes.checked_add(retained).ok_or("hot bytes overflow")?;
                 stream_count += 1;
                 if let Some(deadline) = stream.deadline_ms() {
@@ -62,14 +64,53 @@ impl GroupState {
         ensure(stream_count == self.stream_count, || {
             format!("stream_count is {} but {stream_count} are stored", self.stream_count)
         })?;
-        ensure(expiry == self.expiry, || "expiry index is out of step with the streams".into())
+        ensure(expiry == self.expiry, || "expiry index is out of step with the streams".into())?;
+        for (pack, info) in &self.cold.packs {
+            let used = refs.get(pack).copied().unwrap_or(0);
+            ensure(info.live_slices > 0 && info.live_slices == used, || {
+                format!("pack {pack} counts {} live slices, chunks reference {used}", info.live_slices)
+            })?;
+        }
+        ensure(refs.keys().all(|p| self.cold.packs.contains_key(p)), || {
+            "a chunk references a dropped pack".into()
+        })?;
+        ensure(self.cold.gc.keys().all(|seq| *seq < self.cold.next_gc_seq), || {
+            "gc entry beyond the next seq".into()
+        })
     }
 
-    /// Checks one stream; returns its retained payload bytes.
-    fn verify_stream(&self, stream: &StreamState) -> std::result::Result<u64, String> {
+    /// Checks one stream; returns its hot payload bytes and adds its cold
+    /// chunks' references to `refs` (pack -> slices).
+    fn verify_stream(
+        &self,
+        stream: &StreamState,
+        refs: &mut BTreeMap<u64, u32>,
+    ) -> std::result::Result<u64, String> {
         let mut live = SetSum::default();
         let mut retained = 0u64;
-        let mut expected_start = stream.records.front().map_or(stream.next_offset, |(start, _)| *start);
+        let first_start =
+            stream.cold.front().map(|c| c.start).or(stream.records.front().map(|(start, _)| *start));
+        let mut expected_start = first_start.unwrap_or(stream.next_offset);
+        for chunk in &stream.cold {
+            ensure(chunk.len > 0 && chunk.records > 0, || format!("empty cold chunk at {}", chunk.start))?;
+            ensure(chunk.start == expected_start, || {
+                format!(
+                    "cold chunk at {} does not follow the previous data ending at {expected_start}",
+                    chunk.start
+                )
+            })?;
+            expected_start = chunk.start.checked_add(chunk.len).ok_or("cold chunk end overflows")?;
+            live = live.combined(chunk.sum);
+            let pack = self
+                .cold
+                .packs
+                .get(&chunk.pack)
+                .ok_or_else(|| format!("cold chunk names unknown pack {}", chunk.pack))?;
+            ensure(pack.bucket == stream.id.bucket(), || {
+                format!("pack {} belongs to another bucket", chunk.pack)
+            })?;
+            *refs.entry(chunk.pack).or_default() += 1;
+        }
         for (start, payload) in &stream.records {
             ensure(!payload.is_empty(), || format!("empty record at {start}"))?;
             ensure(*start == expected_start, || {
@@ -82,12 +123,15 @@ impl GroupState {
         ensure(expected_start == stream.next_offset, || {
             format!("records end at {expected_start}, tail is {}", stream.next_offset)
         })?;
-        match stream.records.front() {
-            Some((start, payload)) => ensure(
-                *start <= stream.retained_offset && stream.retained_offset < start + payload.len() as u64,
-                || format!("retained offset {} is outside the first record", stream.retained_offset),
-            )?,
-            None => ensure(stream.retained_offset == stream.next_offset, || {
+        let first_end =
+            stream.cold.front().map(|c| c.end()).or(stream.records.front().map(|(s, p)| s + p.len() as u64));
+        match (first_start, first_end) {
+            (Some(start), Some(end)) => {
+                ensure(start <= stream.retained_offset && stream.retained_offset < end, || {
+                    format!("retained offset {} is outside the first record or chunk", stream.retained_offset)
+                })?
+            }
+            _ => ensure(stream.retained_offset == stream.next_offset, || {
                 "no records but the retained offset is below the tail".into()
             })?,
         }

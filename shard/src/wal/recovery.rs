@@ -81,7 +81,7 @@ pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Resul
         let path = checkpoint_path(&ckpt_dir, group);
         let state = match fs::read(&path) {
             Ok(bytes) => {
-                let state = GroupState::decode_snapshot(&bytes, limits.clone())
+                let state = GroupState::decode_snapshot(&bytes, limits.for_replay())
                     .map_err(|e| Error::corrupted(format!("{}: {e}", path.display())))?;
                 if state.group() != group || state.group_count() != group_count {
                     return Err(Error::corrupted(format!("{}: holds another group", path.display())));
@@ -89,7 +89,7 @@ pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Resul
                 state
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                GroupState::new(group, group_count, limits.clone())
+                GroupState::new(group, group_count, limits.for_replay())
             }
             Err(e) => return Err(io("read checkpoint", &path, e)),
         };
@@ -104,8 +104,13 @@ pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Resul
     for segments in wal_segments(data_dir)? {
         let last = segments.len().saturating_sub(1);
         for (i, path) in segments.iter().enumerate() {
-            replay_segment(path, i == last, limits, &mut recovered)?;
+            replay_segment(path, i == last, &limits.for_replay(), &mut recovered)?;
         }
+    }
+    // Commands were admitted under the limits of their time; from here on
+    // the configured ones apply.
+    for state in &mut recovered.states {
+        state.set_limits(limits.clone());
     }
     Ok(recovered)
 }

@@ -85,7 +85,7 @@ fn bit_flips_are_corrupted() {
 /// that run after the checksum.
 fn seal(group: u32, group_count: u32, commit_index: u64, body: &[u8]) -> Vec<u8> {
     let mut out = b"RILLGSNP".to_vec();
-    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&group.to_le_bytes());
     out.extend_from_slice(&group_count.to_le_bytes());
     out.extend_from_slice(&commit_index.to_le_bytes());
@@ -124,14 +124,15 @@ fn sealed_garbage_is_corrupted() {
     // A known bucket without streams still needs a valid name.
     let bad_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
         BTreeMap::from([("a/b".to_string(), BTreeMap::new())]);
-    let body = postcard::to_stdvec(&bad_bucket).unwrap();
+    let cold = crate::group::ColdState::default();
+    let body = postcard::to_stdvec(&(&bad_bucket, &cold)).unwrap();
     assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
     let good_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
         BTreeMap::from([("ab".to_string(), BTreeMap::new())]);
-    let body = postcard::to_stdvec(&good_bucket).unwrap();
+    let body = postcard::to_stdvec(&(&good_bucket, &cold)).unwrap();
     assert!(decode(&seal(0, 1, 0, &body)).is_ok());
     let mut bad_version = bytes.clone();
-    bad_version[8] = 2;
+    bad_version[8] = 1;
     assert_eq!(decode(&bad_version).unwrap_err().code(), ErrorCode::Corrupted);
     assert_eq!(decode(b"RILLGSNX").unwrap_err().code(), ErrorCode::Corrupted);
 }

@@ -27,6 +27,7 @@ pub(super) fn small_limits() -> GroupLimits {
         producer_window: 3,
         max_snapshots_per_stream: 2,
         max_read_bytes: 64,
+        max_hot_bytes: u64::MAX,
     }
 }
 

@@ -1,0 +1,329 @@
+//! The cold tier on a core (SPEC §3): the memory-mapped pack cache reads go
+//! through, and the flush, reclamation and compaction workers.
+//!
+//! Every worker follows the same shape: plan inside the group (a pure,
+//! read-only call on its state), do the file work on the executor's
+//! blocking pool while the group keeps serving requests, then commit the
+//! outcome through the group's own queue and log, where the state machine
+//! re-checks the plan against the state of that moment (a stale plan is
+//! recognised from structured state and its file queued for removal).
+//! Workers of one core never overlap (one lock), so two plans of the same
+//! group are never in flight together. Removing a file always happens
+//! before the GC acknowledgement is committed, so a crash between the two
+//! only repeats an idempotent removal.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+
+use super::envelope::{Envelope, Reply, Request};
+use super::group_task::Group;
+use super::Core;
+use crate::command::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
+use crate::error::{Error, ErrorKind, Result};
+use crate::group::{ColdPiece, FlushLimits};
+use crate::integrity::SetSum;
+
+/// Cold-tier settings of a core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColdSpec {
+    /// Directory of the pack files.
+    pub dir: PathBuf,
+    /// Run the background flush/GC/compaction loop.
+    pub background: bool,
+    /// How often the background loop looks at the groups.
+    pub interval: Duration,
+    /// A group is flushed in the background once it holds this many hot
+    /// bytes.
+    pub min_hot_bytes: u64,
+    pub limits: FlushLimits,
+    /// Chunks smaller than this are compaction candidates.
+    pub compact_small_bytes: u64,
+    /// A compacted chunk is at most this long.
+    pub compact_max_bytes: u64,
+    /// Compaction inputs are removed no earlier than this after the commit.
+    pub compact_grace: Duration,
+    /// Bytes of mapped packs kept open.
+    pub cache_bytes: u64,
+}
+
+/// What one cold job does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColdJob {
+    Flush,
+    Gc,
+    Compact,
+}
+
+/// The per-core pack reader cache.
+pub struct ColdStore {
+    dir: PathBuf,
+    cache: rill_cold::PackCache,
+}
+
+impl std::fmt::Debug for ColdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColdStore").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+fn cold_error(err: rill_cold::ColdError) -> Error {
+    match err.kind() {
+        rill_cold::ColdErrorKind::Corrupted { .. } => Error::corrupted(err.to_string()),
+        rill_cold::ColdErrorKind::Io { op, .. } => Error::new(ErrorKind::Io { op, message: err.to_string() }),
+        _ => Error::corrupted(format!("cold tier: {err}")),
+    }
+}
+
+impl ColdStore {
+    pub fn new(dir: PathBuf, cache_bytes: u64) -> Self {
+        ColdStore { dir, cache: rill_cold::PackCache::new(cache_bytes) }
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// The bytes of one cold piece (checksum verified on first use).
+    pub fn fetch(&self, piece: &ColdPiece) -> Result<Bytes> {
+        let reader = self.cache.get_or_open(&self.path(&piece.file)).map_err(cold_error)?;
+        let slice = reader.slice_as_bytes(piece.slice as usize).map_err(cold_error)?;
+        let (from, to) = (piece.from as usize, (piece.from + piece.len) as usize);
+        if to > slice.len() {
+            return Err(Error::corrupted(format!(
+                "{}: slice {} is shorter than its chunk",
+                piece.file, piece.slice
+            )));
+        }
+        Ok(slice.slice(from..to))
+    }
+
+    pub fn forget(&self, file: &str) {
+        self.cache.forget(&self.path(file));
+    }
+}
+
+async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    glommio::executor().spawn_blocking(f).await
+}
+
+/// Sends an internal request through the group's queue and waits for it.
+async fn commit(group: &Group, request: Request) -> Result<Reply> {
+    let (tx, rx) = oneshot::channel();
+    group.push(Envelope { group: group.id, request, reply: tx, sent_at: Instant::now() });
+    rx.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))?
+}
+
+/// Runs one job over every group of the core; returns the count it
+/// reports (chunks flushed, entries reclaimed, compactions done).
+pub(crate) async fn run_job(core: &Rc<Core>, job: ColdJob, force: bool) -> Result<u64> {
+    let Some(spec) = core.cold_spec.clone() else { return Ok(0) };
+    let _one_at_a_time = core.cold_lock.lock().await;
+    let mut ids: Vec<u32> = core.groups.keys().copied().collect();
+    ids.sort_unstable();
+    let mut total = 0;
+    for id in ids {
+        if core.stopping.get() {
+            break;
+        }
+        let group = core.groups[&id].clone();
+        total += match job {
+            ColdJob::Flush => flush_group(core, &spec, &group, force).await?,
+            ColdJob::Gc => gc_group(core, &spec, &group).await?,
+            ColdJob::Compact => compact_group(core, &spec, &group).await?,
+        };
+    }
+    Ok(total)
+}
+
+async fn flush_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>, force: bool) -> Result<u64> {
+    let plans = {
+        let state = group.state.borrow();
+        if state.hot_bytes() == 0 || (!force && state.hot_bytes() < spec.min_hot_bytes) {
+            return Ok(0);
+        }
+        state.plan_flush(&spec.limits)
+    };
+    if plans.is_empty() {
+        return Ok(0);
+    }
+    let started = Instant::now();
+    let dir = spec.dir.clone();
+    let group_id = group.id;
+    let packs = blocking(move || {
+        let mut packs = Vec::with_capacity(plans.len());
+        for plan in &plans {
+            // A file named after this plan's commit index can only be left
+            // over from an earlier attempt that never committed.
+            rill_cold::remove_pack(&dir, &plan.file).map_err(cold_error)?;
+            let parts: Vec<Vec<&[u8]>> =
+                plan.slices.iter().map(|s| s.records.iter().map(|(_, b)| &b[..]).collect()).collect();
+            let specs: Vec<rill_cold::SliceSpec<'_>> = plan
+                .slices
+                .iter()
+                .zip(&parts)
+                .map(|(s, parts)| rill_cold::SliceSpec {
+                    stream: s.stream.stream(),
+                    incarnation: s.incarnation,
+                    start: s.start,
+                    parts,
+                })
+                .collect();
+            let summary =
+                rill_cold::write_pack(&dir, &plan.file, group_id, plan.pack_id, &plan.bucket, &specs)
+                    .map_err(cold_error)?;
+            let slices = plan
+                .slices
+                .iter()
+                .map(|s| {
+                    let mut sum = SetSum::default();
+                    for (start, bytes) in &s.records {
+                        sum.add_record(*start, bytes);
+                    }
+                    SliceCommit {
+                        stream: s.stream.clone(),
+                        incarnation: s.incarnation,
+                        start: s.start,
+                        end: s.end,
+                        records: s.records.len() as u64,
+                        sum,
+                    }
+                })
+                .collect();
+            packs.push(PackCommit {
+                pack_id: plan.pack_id,
+                bucket: plan.bucket.clone(),
+                file: plan.file.clone(),
+                bytes: summary.bytes,
+                slices,
+            });
+        }
+        Ok::<_, Error>(packs)
+    })
+    .await?;
+    let bytes: u64 = packs.iter().map(|p| p.bytes).sum();
+    let reply = commit(group, Request::FlushCommit(FlushCommit { packs })).await?;
+    let Reply::Flushed { chunks } = reply else { return Ok(0) };
+    core.metrics.record_flush(chunks, bytes);
+    group.metrics.record_flush(chunks, bytes);
+    tracing::debug!(
+        group = group_id,
+        chunks,
+        bytes,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "flush"
+    );
+    Ok(chunks)
+}
+
+async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result<u64> {
+    let due = group.state.borrow().gc_due(core.now_ms());
+    if due.is_empty() {
+        return Ok(0);
+    }
+    if let Some(store) = &core.cold_store {
+        for (_, file) in &due {
+            store.forget(file);
+        }
+    }
+    let dir = spec.dir.clone();
+    let files: Vec<String> = due.iter().map(|(_, f)| f.clone()).collect();
+    blocking(move || remove_files(&dir, &files)).await?;
+    let seqs = due.iter().map(|(s, _)| *s).collect();
+    let reply = commit(group, Request::GcAck(seqs)).await?;
+    let Reply::GcAcked { removed } = reply else { return Ok(0) };
+    core.metrics.gc_entries.fetch_add(removed, std::sync::atomic::Ordering::Relaxed);
+    group.metrics.gc_entries.fetch_add(removed, std::sync::atomic::Ordering::Relaxed);
+    Ok(removed)
+}
+
+/// Removes files (missing ones are fine) and syncs the directory.
+pub fn remove_files(dir: &Path, files: &[String]) -> Result<()> {
+    for file in files {
+        match std::fs::remove_file(dir.join(file)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove pack file", &e)),
+        }
+    }
+    crate::wal::device::sync_dir(dir)
+}
+
+async fn compact_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result<u64> {
+    let plans = group.state.borrow().plan_compaction(spec.compact_small_bytes, spec.compact_max_bytes);
+    let Some(store) = core.cold_store.clone() else { return Ok(0) };
+    let mut done = 0;
+    for plan in plans {
+        // Read the inputs through the verified cache (a damaged input stops
+        // the compaction with Corrupted rather than copying garbage).
+        let mut parts = Vec::with_capacity(plan.inputs.len());
+        {
+            let state = group.state.borrow();
+            let Some(stream) = state.stream(&plan.stream) else { continue };
+            for chunk in stream.cold_chunks().filter(|c| c.start >= plan.start && c.end() <= plan.end) {
+                let file = state.cold().packs.get(&chunk.pack).map(|p| p.file.clone()).unwrap_or_default();
+                parts.push(store.fetch(&ColdPiece { file, slice: chunk.slice, from: 0, len: chunk.len })?);
+            }
+        }
+        let dir = spec.dir.clone();
+        let (file, pack_id, bucket) = (plan.file.clone(), plan.pack_id, plan.stream.bucket().to_string());
+        let (stream_name, incarnation, start) =
+            (plan.stream.stream().to_string(), plan.incarnation, plan.start);
+        let group_id = group.id;
+        let summary = blocking(move || {
+            rill_cold::remove_pack(&dir, &file).map_err(cold_error)?;
+            let refs: Vec<&[u8]> = parts.iter().map(|b| &b[..]).collect();
+            let slice = rill_cold::SliceSpec { stream: &stream_name, incarnation, start, parts: &refs };
+            rill_cold::write_pack(&dir, &file, group_id, pack_id, &bucket, &[slice]).map_err(cold_error)
+        })
+        .await?;
+        let output = PackCommit {
+            pack_id: plan.pack_id,
+            bucket: plan.stream.bucket().to_string(),
+            file: plan.file.clone(),
+            bytes: summary.bytes,
+            slices: Vec::new(),
+        };
+        let request = Request::CompactCommit(CompactCommit {
+            stream: plan.stream.clone(),
+            incarnation: plan.incarnation,
+            start: plan.start,
+            end: plan.end,
+            inputs: plan.inputs.iter().map(|(p, s, _)| (*p, *s)).collect(),
+            output,
+            grace_ms: spec.compact_grace.as_millis() as u64,
+        });
+        if let Reply::Compacted { replaced: true } = commit(group, request).await? {
+            done += 1;
+            core.metrics.compactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    Ok(done)
+}
+
+/// The background loop: flush groups over their hot threshold, reclaim
+/// due GC entries, compact small chunks.
+pub(crate) async fn cold_loop(core: Rc<Core>) {
+    let Some(spec) = core.cold_spec.clone() else { return };
+    if !spec.background {
+        return;
+    }
+    loop {
+        glommio::timer::sleep(spec.interval).await;
+        if core.stopping.get() || core.commit.failure().is_some() {
+            continue;
+        }
+        for job in [ColdJob::Flush, ColdJob::Gc, ColdJob::Compact] {
+            if let Err(err) = run_job(&core, job, false).await {
+                tracing::error!(core = core.id, ?job, error = %err, "cold worker failed");
+            }
+        }
+    }
+}
+
+/// Shared handle type for the store.
+pub type SharedColdStore = Arc<ColdStore>;
