@@ -94,9 +94,10 @@ impl ErrorCode {
     /// The class every error of this code belongs to.
     pub fn class(self) -> ErrorClass {
         match self {
-            ErrorCode::LiveReadBackpressure | ErrorCode::Overloaded | ErrorCode::UncommittedBackpressure => {
-                ErrorClass::Temporary
-            }
+            ErrorCode::LiveReadBackpressure
+            | ErrorCode::ColdBackpressure
+            | ErrorCode::Overloaded
+            | ErrorCode::UncommittedBackpressure => ErrorClass::Temporary,
             ErrorCode::Corrupted | ErrorCode::Io | ErrorCode::ShuttingDown => ErrorClass::Persistent,
             _ => ErrorClass::Permanent,
         }
@@ -403,6 +404,7 @@ mod tests {
     fn classes_follow_spec_section_5() {
         assert_eq!(ErrorCode::LiveReadBackpressure.class(), ErrorClass::Temporary);
         assert_eq!(ErrorCode::Overloaded.class(), ErrorClass::Temporary);
+        assert_eq!(ErrorCode::ColdBackpressure.class(), ErrorClass::Temporary);
         assert_eq!(ErrorCode::StreamNotFound.class(), ErrorClass::Permanent);
         assert_eq!(ErrorCode::ProducerFenced.class(), ErrorClass::Permanent);
         assert_eq!(ErrorCode::Corrupted.class(), ErrorClass::Persistent);
