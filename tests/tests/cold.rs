@@ -227,10 +227,10 @@ fn purged_bucket_leaves_no_byte_behind() {
             b_streams.push(b);
         }
         e.flush_cold().await.unwrap();
-        for i in 0..40 {
+        for (i, b) in b_streams.iter().enumerate() {
             let a = sid("erase-me", &format!("s{i}"));
             e.append(Append::new(a, format!("{marker}|{i}|hot").into_bytes())).await.unwrap();
-            e.append(Append::new(b_streams[i].clone(), format!(" keep {i} hot").into_bytes())).await.unwrap();
+            e.append(Append::new(b.clone(), format!(" keep {i} hot").into_bytes())).await.unwrap();
         }
         let report = e.purge_bucket("erase-me").await.unwrap();
         assert_eq!(report.removed_streams, 40);
