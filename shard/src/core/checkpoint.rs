@@ -3,8 +3,9 @@
 //!
 //! A checkpoint notes the core's last submitted LSN (`cut`), waits until
 //! the WAL made everything up to it durable, writes the snapshot of each
-//! group whose commit index moved since its last checkpoint (atomically, on
-//! the blocking pool, one group at a time so memory stays bounded), syncs
+//! group whose commit index moved since its last checkpoint (a cheap clone
+//! taken on the core, encoded and written atomically on the blocking pool,
+//! one group at a time so memory stays bounded), syncs
 //! the checkpoint directory, and only then asks the WAL to retire segments
 //! at or below `cut`. A group may have applied entries beyond `cut` when it
 //! is snapshotted; their records stay in the WAL and recovery skips them by
@@ -45,15 +46,21 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
     let mut written = 0usize;
     for id in ids {
         let group = &core.groups[&id];
-        let (index, bytes) = {
+        // A clone shares every payload (`Bytes` are reference counted), so
+        // it is cheap on the core; encoding and writing, which touch every
+        // byte, run on the blocking pool while the group keeps serving.
+        let state = {
             let state = group.state.borrow();
             if state.commit_index() == group.checkpointed_index.get() {
                 continue;
             }
-            (state.commit_index(), state.encode_snapshot())
+            state.clone()
         };
+        let index = state.commit_index();
         let dir = spec.dir.clone();
-        glommio::executor().spawn_blocking(move || write_checkpoint(&dir, id, &bytes)).await?;
+        glommio::executor()
+            .spawn_blocking(move || write_checkpoint(&dir, id, &state.encode_snapshot()))
+            .await?;
         group.checkpointed_index.set(index);
         written += 1;
     }

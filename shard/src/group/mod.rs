@@ -92,7 +92,7 @@ impl Default for GroupLimits {
             producer_window: 8,
             max_snapshots_per_stream: 64,
             max_read_bytes: 16 << 20,
-            max_hot_bytes: 256 << 20,
+            max_hot_bytes: 64 << 20,
         }
     }
 }

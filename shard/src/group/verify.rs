@@ -74,6 +74,11 @@ impl GroupState {
         ensure(refs.keys().all(|p| self.cold.packs.contains_key(p)), || {
             "a chunk references a dropped pack".into()
         })?;
+        let live_files: BTreeSet<&str> = self.cold.packs.values().map(|p| p.file.as_str()).collect();
+        ensure(live_files.len() == self.cold.packs.len(), || "two live packs share a file".into())?;
+        ensure(self.cold.gc.values().all(|e| !live_files.contains(e.file.as_str())), || {
+            "a live pack's file is queued for removal".into()
+        })?;
         ensure(self.cold.gc.keys().all(|seq| *seq < self.cold.next_gc_seq), || {
             "gc entry beyond the next seq".into()
         })
@@ -139,6 +144,9 @@ impl GroupState {
         let total = stream.integrity.live.records.checked_add(stream.integrity.evicted.records);
         ensure(total.is_some_and(|total| total <= stream.append_count), || {
             "more records than accepted appends".into()
+        })?;
+        ensure(stream.incarnation >= 1 && stream.incarnation <= self.commit_index, || {
+            format!("incarnation {} is not a past commit index", stream.incarnation)
         })?;
         ensure(!(stream.ttl_s.is_some() && stream.expires_at_ms.is_some()), || {
             "both ttl_s and expires_at_ms".into()
