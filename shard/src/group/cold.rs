@@ -11,6 +11,9 @@
 //!   streams, that reference pack `p`; a pack with no live slice is not in
 //!   `packs` (its file is in the GC queue instead).
 //! - Every pack holds slices of one bucket only (packs are erasure domains).
+//! - No live pack's file is in the GC queue: a commit that is applied a
+//!   second time (flush or compaction) is stale but never reclaims the file
+//!   the first application made live.
 //!
 //! Flush protocol: [`GroupState::plan_flush`] picks the oldest hot records
 //! of streams (whole records, grouped per bucket into packs); the runtime
@@ -405,10 +408,13 @@ impl GroupState {
     }
 
     pub(crate) fn compact_commit(&mut self, commit: &CompactCommit, now: u64) -> Result<Response> {
-        self.bump();
         let out = &commit.output;
-        let matches = self.compaction_holds(commit) && !self.cold.packs.contains_key(&out.pack_id);
-        if !matches {
+        if self.cold.packs.contains_key(&out.pack_id) {
+            // Already applied: the output is live and must not be reclaimed.
+            return Ok(Response::Compacted { replaced: false });
+        }
+        self.bump();
+        if !self.compaction_holds(commit) {
             self.enqueue_gc(out.file.clone(), out.bucket.clone(), 0);
             return Ok(Response::Compacted { replaced: false });
         }

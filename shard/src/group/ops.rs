@@ -93,7 +93,6 @@ impl GroupState {
         }
         let mut stream = StreamState::new(req.id.clone(), req.effective_content_type().to_string(), now);
         stream.incarnation = commit_index;
-        stream.incarnation = commit_index;
         stream.ttl_s = req.ttl_s;
         stream.expires_at_ms = req.expires_at_ms;
         stream.attrs = req.attrs.clone();

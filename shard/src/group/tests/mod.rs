@@ -7,6 +7,7 @@
 
 mod append;
 mod codec;
+mod cold;
 mod create;
 mod expiry;
 mod producer;
