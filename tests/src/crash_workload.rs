@@ -115,9 +115,19 @@ const TEXT: &str = "text/plain";
 pub const NOT_FOUND: &[ErrorCode] = &[ErrorCode::StreamNotFound, ErrorCode::BucketNotFound];
 const CLOSED: &[ErrorCode] = &[ErrorCode::StreamClosed];
 
-/// The engine configuration of the crash test, on `dir`.
+/// The engine configuration of the crash test, on `dir`: small cold-tier
+/// and checkpoint thresholds so kills also land in the middle of flushes,
+/// reclamation, compaction and checkpoints.
 pub fn engine_config(dir: &Path) -> Config {
-    Config::new(dir).cores(CORES).groups(GROUPS)
+    Config::new(dir)
+        .cores(CORES)
+        .groups(GROUPS)
+        .min_hot_bytes(16 * 1024)
+        .flush_interval(std::time::Duration::from_millis(10))
+        .max_batch_bytes(64 * 1024)
+        .compaction(8 * 1024, 256 * 1024, std::time::Duration::from_millis(0))
+        .wal_segment_bytes(256 * 1024)
+        .checkpoint_wal_bytes(1024 * 1024)
 }
 
 // ---------------------------------------------------------------------------
