@@ -54,6 +54,8 @@ struct Inner {
     group_metrics: Vec<Arc<GroupMetrics>>,
     executors: Executors,
     closed: AtomicBool,
+    /// The data directory's lock, released once the cores have stopped.
+    lock: parking_lot::Mutex<Option<std::fs::File>>,
 }
 
 impl Engine {
@@ -74,6 +76,7 @@ impl Engine {
                 "wal segment_bytes must be at least 8 KiB and buffer_bytes positive",
             ));
         }
+        let lock = shape::lock(&config.data_dir)?;
         shape::check_or_record(&config.data_dir, config.groups, config.cores)?;
         let started = Instant::now();
         let recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
@@ -147,6 +150,7 @@ impl Engine {
                 group_metrics,
                 executors,
                 closed: AtomicBool::new(false),
+                lock: parking_lot::Mutex::new(Some(lock)),
             }),
         })
     }
@@ -507,6 +511,7 @@ impl Engine {
                 message: "a core did not stop in time".into(),
             }));
         }
+        self.inner.lock.lock().take();
         Ok(())
     }
 }
@@ -522,8 +527,11 @@ impl Drop for Inner {
             // is gone, right after this.
             let _ = mailbox.try_send(Mail::Shutdown(tx));
         }
-        if !self.executors.is_core_thread() && !self.executors.wait_stopped(DROP_STOP_TIMEOUT) {
-            tracing::warn!("engine dropped while a core was still busy; its thread is detached");
+        if self.executors.is_core_thread() || !self.executors.wait_stopped(DROP_STOP_TIMEOUT) {
+            // A core may still write: keep the directory locked for the
+            // rest of the process rather than let another engine in.
+            tracing::warn!("engine dropped while a core was still running; its thread is detached");
+            std::mem::forget(self.lock.lock().take());
         }
     }
 }

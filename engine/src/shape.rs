@@ -20,6 +20,30 @@ use std::path::Path;
 
 use rill_shard::{Error, ErrorKind, Result};
 
+/// Name of the lock file inside the data directory.
+pub const LOCK_FILE: &str = "rill.lock";
+
+/// Takes the data directory's exclusive lock (an advisory `flock` on
+/// `rill.lock`, released when the returned file is closed, including by
+/// the kernel when the process dies).
+pub(crate) fn lock(dir: &Path) -> Result<fs::File> {
+    fs::create_dir_all(dir).map_err(|e| Error::io("create data directory", &e))?;
+    let path = dir.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io("open lock file", &e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => {
+            Err(Error::new(ErrorKind::DirectoryInUse { path: dir.display().to_string() }))
+        }
+        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock data directory", &e)),
+    }
+}
+
 /// Name of the shape file inside the data directory.
 pub const SHAPE_FILE: &str = "rill.shape";
 const SHAPE_VERSION: u64 = 1;
@@ -104,6 +128,15 @@ mod tests {
         assert_eq!(err.code(), ErrorCode::ShapeMismatch);
         let text = fs::read_to_string(dir.path().join(SHAPE_FILE)).unwrap();
         assert_eq!(parse(&text), Some((1, 64, 1)));
+    }
+
+    #[test]
+    fn a_directory_is_locked_by_one_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock(dir.path()).unwrap();
+        assert_eq!(lock(dir.path()).unwrap_err().code(), ErrorCode::DirectoryInUse);
+        drop(held);
+        lock(dir.path()).unwrap();
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub enum ErrorCode {
     UncommittedBackpressure,
     PlacementMismatch,
     ShapeMismatch,
+    DirectoryInUse,
     Corrupted,
     Io,
     ShuttingDown,
@@ -85,6 +86,7 @@ impl ErrorCode {
             ErrorCode::UncommittedBackpressure => "uncommitted_backpressure",
             ErrorCode::PlacementMismatch => "placement_mismatch",
             ErrorCode::ShapeMismatch => "shape_mismatch",
+            ErrorCode::DirectoryInUse => "directory_in_use",
             ErrorCode::Corrupted => "corrupted",
             ErrorCode::Io => "io",
             ErrorCode::ShuttingDown => "shutting_down",
@@ -96,6 +98,7 @@ impl ErrorCode {
         match self {
             ErrorCode::LiveReadBackpressure
             | ErrorCode::ColdBackpressure
+            | ErrorCode::DirectoryInUse
             | ErrorCode::Overloaded
             | ErrorCode::UncommittedBackpressure => ErrorClass::Temporary,
             ErrorCode::Corrupted | ErrorCode::Io | ErrorCode::ShuttingDown => ErrorClass::Persistent,
@@ -205,6 +208,11 @@ pub enum ErrorKind {
         recorded: u64,
         requested: u64,
     },
+    /// Another engine (in this or another process) has the data directory
+    /// open.
+    DirectoryInUse {
+        path: String,
+    },
     Corrupted {
         what: String,
     },
@@ -242,6 +250,7 @@ impl ErrorKind {
             ErrorKind::UncommittedBackpressure { .. } => ErrorCode::UncommittedBackpressure,
             ErrorKind::PlacementMismatch { .. } => ErrorCode::PlacementMismatch,
             ErrorKind::ShapeMismatch { .. } => ErrorCode::ShapeMismatch,
+            ErrorKind::DirectoryInUse { .. } => ErrorCode::DirectoryInUse,
             ErrorKind::Corrupted { .. } => ErrorCode::Corrupted,
             ErrorKind::Io { .. } => ErrorCode::Io,
             ErrorKind::ShuttingDown => ErrorCode::ShuttingDown,
@@ -381,6 +390,7 @@ impl fmt::Display for Error {
                 f,
                 "engine shape mismatch: {field} is {recorded} on record, {requested} requested"
             ),
+            ErrorKind::DirectoryInUse { path } => write!(f, "data directory {path} is open in another engine"),
             ErrorKind::Corrupted { what } => write!(f, "corrupted: {what}"),
             ErrorKind::Io { op, message } => write!(f, "i/o failure during {op}: {message}"),
             ErrorKind::ShuttingDown => write!(f, "the engine is shut down"),
