@@ -189,7 +189,7 @@ pub struct RunInfo {
 }
 
 fn bytes_label(n: usize) -> String {
-    if n >= 1024 && n % 1024 == 0 {
+    if n >= 1024 && n.is_multiple_of(1024) {
         format!("{} KiB", n / 1024)
     } else {
         format!("{n} B")
