@@ -176,7 +176,7 @@ fn checkpoints_keep_the_wal_bounded() {
         // Sequential appends are one sync (and one 4 KiB block) each, so
         // ~12 MB went through the WAL; checkpoints keep what stays near
         // their 256 KiB threshold.
-        assert!(peak < 2 * 1024 * 1024, "WAL grew to {peak} bytes");
+        assert!(peak < 4 * 1024 * 1024, "WAL grew to {peak} bytes");
         e.checkpoint().await.unwrap();
         let left: u64 = wal_files(dir.path()).iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
         assert!(left <= 64 * 1024, "after a checkpoint only the active segment may stay, found {left} bytes");
