@@ -294,3 +294,66 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+// SPEC §6 + DESIGN "narrow I/O seams": when the WAL device fails (an fsync
+// error, or a torn write followed by an error), the core stops acknowledging
+// with a persistent I/O error; nothing unacknowledged is reported durable,
+// and a reopen on a healthy device recovers every acknowledged append.
+#[test]
+fn a_failing_wal_device_stops_acknowledging_and_loses_nothing_acknowledged() {
+    use rill_shard::wal::device::{Fault, FaultyDir, StdDir, WalDir};
+    use rill_shard::wal::{Durability, WalConfig, WalLog};
+    use std::rc::Rc;
+
+    for fault in [Fault::FailIo, Fault::TearWrite { keep: 300 }] {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().to_path_buf();
+        let factory: rill::seams::LogFactory = std::sync::Arc::new(move |core| {
+            let wal_dir = rill_shard::wal::recovery::wal_dir(&data_dir, core);
+            let inner: Rc<dyn WalDir> = Rc::new(StdDir::new(wal_dir));
+            // Create, header write, header sync, then 40 write/sync pairs
+            // succeed; everything after fails.
+            let faulty: Rc<dyn WalDir> = Rc::new(FaultyDir::new(inner, 83, fault));
+            let config = WalConfig {
+                core: core as u32,
+                segment_bytes: 1 << 20,
+                max_buffer_bytes: 1 << 20,
+                durability: Durability::Fsync,
+            };
+            Box::new(WalLog::start(faulty, config)) as Box<dyn rill::seams::LogStore>
+        });
+        let id = sid("b", "faulty");
+        let acked = futures::executor::block_on(async {
+            let e = Engine::open(Config::new(dir.path()).cores(1).groups(1).log_factory(factory)).unwrap();
+            e.create(Create::new(id.clone())).await.unwrap();
+            let mut acked = Vec::new();
+            let mut failure = None;
+            for i in 0..200u32 {
+                match e.append(Append::new(id.clone(), format!("rec-{i:04};").into_bytes())).await {
+                    Ok(r) => acked.push(r.next_offset),
+                    Err(err) => {
+                        failure = Some(err);
+                        break;
+                    }
+                }
+            }
+            let err = failure.expect("the device fails within 200 appends");
+            assert_eq!(err.code(), ErrorCode::Io, "{fault:?}: {err}");
+            assert_eq!(err.class(), rill::ErrorClass::Persistent);
+            let later = e.append(Append::new(id.clone(), &b"after"[..])).await.unwrap_err();
+            assert_eq!(later.code(), ErrorCode::Io, "a failed core refuses further writes");
+            drop(e);
+            acked
+        });
+        assert!(acked.len() >= 10, "{fault:?}: some appends were acknowledged before the fault");
+        futures::executor::block_on(async {
+            let e = Engine::open(Config::new(dir.path()).cores(1).groups(1)).unwrap();
+            let r = e.read(Read::new(id.clone()).max_len(1 << 20)).await.unwrap();
+            let tail = *acked.last().unwrap();
+            assert!(r.next_offset >= tail, "{fault:?}: acknowledged bytes lost ({} < {tail})", r.next_offset);
+            let expected: String = (0..acked.len()).map(|i| format!("rec-{i:04};")).collect();
+            assert_eq!(&r.payload[..expected.len()], expected.as_bytes(), "{fault:?}");
+            e.shutdown().await.unwrap();
+        });
+    }
+}
