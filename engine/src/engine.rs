@@ -21,8 +21,8 @@ use rill_shard::api::{
     HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
 };
 use rill_shard::core::checkpoint::CheckpointSpec;
-use rill_shard::core::cold::{ColdJob, ColdSpec};
-use rill_shard::core::envelope::{Envelope, GroupSnapshot, Mail, Reply, Request};
+use rill_shard::core::cold::ColdSpec;
+use rill_shard::core::envelope::{Envelope, Mail, Reply, Request};
 use rill_shard::core::mailbox::{mailbox, MailboxSender};
 use rill_shard::core::{system_clock, CoreSpec};
 use rill_shard::group::FlushLimits;
@@ -43,19 +43,19 @@ const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// A handle to an open engine.
 #[derive(Clone, Debug)]
 pub struct Engine {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    config: Config,
-    mailboxes: Vec<MailboxSender>,
-    core_metrics: Vec<Arc<CoreMetrics>>,
-    group_metrics: Vec<Arc<GroupMetrics>>,
-    executors: Executors,
-    closed: AtomicBool,
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    pub(crate) mailboxes: Vec<MailboxSender>,
+    pub(crate) core_metrics: Vec<Arc<CoreMetrics>>,
+    pub(crate) group_metrics: Vec<Arc<GroupMetrics>>,
+    pub(crate) executors: Executors,
+    pub(crate) closed: AtomicBool,
     /// The data directory's lock, released once the cores have stopped.
-    lock: parking_lot::Mutex<Option<std::fs::File>>,
+    pub(crate) lock: parking_lot::Mutex<Option<std::fs::File>>,
 }
 
 impl Engine {
@@ -189,7 +189,7 @@ impl Engine {
         &self.inner.mailboxes
     }
 
-    async fn call(&self, placement: Placement, request: Request) -> Result<Reply> {
+    pub(crate) async fn call(&self, placement: Placement, request: Request) -> Result<Reply> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Acquire) {
             return Err(Error::new(ErrorKind::ShuttingDown).with_placement(placement));
@@ -378,116 +378,6 @@ impl Engine {
         }
     }
 
-    fn group_placement(&self, group: u32) -> Result<Placement> {
-        if group >= self.inner.config.groups {
-            return Err(Error::new(ErrorKind::PlacementMismatch {
-                expected_group: self.inner.config.groups.saturating_sub(1),
-                received_group: group,
-                reason: "group id beyond this engine's group count",
-            }));
-        }
-        Ok(Placement { core: self.core_of_group(group), group })
-    }
-
-    /// Captures one group's full state (SPEC §7).
-    pub async fn snapshot_group(&self, group: u32) -> Result<GroupSnapshot> {
-        let placement = self.group_placement(group)?;
-        match self.call(placement, Request::SnapshotGroup).await? {
-            Reply::GroupSnapshot(s) => Ok(s),
-            other => unexpected("snapshot_group", other),
-        }
-    }
-
-    /// Replaces a group's state with a snapshot taken from an engine of the
-    /// same shape. The placement is checked before routing. Returns the
-    /// installed commit index.
-    pub async fn install_group_snapshot(&self, snapshot: GroupSnapshot) -> Result<u64> {
-        if snapshot.group_count != self.inner.config.groups {
-            return Err(Error::new(ErrorKind::ShapeMismatch {
-                field: "groups",
-                recorded: u64::from(self.inner.config.groups),
-                requested: u64::from(snapshot.group_count),
-            }));
-        }
-        let placement = self.group_placement(snapshot.group)?;
-        match self.call(placement, Request::InstallGroupSnapshot(snapshot)).await? {
-            Reply::Installed { commit_index } => Ok(commit_index),
-            other => unexpected("install_group_snapshot", other),
-        }
-    }
-
-    /// Writes a checkpoint of every group that changed and retires the WAL
-    /// segments the checkpoints cover. Returns when every core is done.
-    pub async fn checkpoint(&self) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(Error::new(ErrorKind::ShuttingDown));
-        }
-        let mut acks = Vec::new();
-        for mailbox in &self.inner.mailboxes {
-            let (tx, rx) = oneshot::channel();
-            mailbox.send_waiting(Mail::Checkpoint(tx)).await?;
-            acks.push(rx);
-        }
-        for ack in acks {
-            ack.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))??;
-        }
-        Ok(())
-    }
-
-    async fn cold_job(&self, job: ColdJob) -> Result<u64> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(Error::new(ErrorKind::ShuttingDown));
-        }
-        let mut acks = Vec::new();
-        for mailbox in &self.inner.mailboxes {
-            let (tx, rx) = oneshot::channel();
-            mailbox.send_waiting(Mail::Cold(job, tx)).await?;
-            acks.push(rx);
-        }
-        let mut total = 0;
-        for ack in acks {
-            total += ack.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))??;
-        }
-        Ok(total)
-    }
-
-    /// Flushes every group's hot bytes to cold pack files now; returns the
-    /// number of chunks flushed.
-    pub async fn flush_cold(&self) -> Result<u64> {
-        self.cold_job(ColdJob::Flush).await
-    }
-
-    /// One reclamation pass over every group: removes the files of due GC
-    /// entries and commits their removal; returns the entries reclaimed.
-    pub async fn run_gc(&self) -> Result<u64> {
-        self.cold_job(ColdJob::Gc).await
-    }
-
-    /// Merges runs of small adjacent cold chunks; returns the number of
-    /// compactions done.
-    pub async fn compact_cold(&self) -> Result<u64> {
-        self.cold_job(ColdJob::Compact).await
-    }
-
-    /// Removes every stream of `bucket` in every group (SPEC §3). After
-    /// `run_gc`, a second purge reporting zero pending entries proves every
-    /// byte of the bucket is gone from the cold tier.
-    pub async fn purge_bucket(&self, bucket: &str) -> Result<PurgeReport> {
-        rill_shard::name::validate_name("bucket", bucket)?;
-        let mut report = PurgeReport::default();
-        for group in 0..self.inner.config.groups {
-            let placement = Placement { core: self.core_of_group(group), group };
-            match self.call(placement, Request::PurgeBucket(bucket.to_string())).await? {
-                Reply::Purged { removed_streams, pending_gc_entries } => {
-                    report.removed_streams += removed_streams;
-                    report.pending_gc_entries += pending_gc_entries;
-                }
-                other => return unexpected("purge_bucket", other),
-            }
-        }
-        Ok(report)
-    }
-
     /// Stops every core cleanly: queued requests and parked readers fail
     /// with `ShuttingDown`, replies already waiting on the log are given a
     /// bounded time to complete. Later calls fail with `ShuttingDown`.
@@ -536,16 +426,6 @@ impl Drop for Inner {
     }
 }
 
-/// What `purge_bucket` did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PurgeReport {
-    /// Streams removed across all groups.
-    pub removed_streams: u64,
-    /// GC entries of the bucket not yet reclaimed (zero after GC ran: the
-    /// erasure proof).
-    pub pending_gc_entries: u64,
-}
-
 /// Removes pack files no group references: flushes written but never
 /// committed before a crash, and their temporary files.
 fn remove_orphan_packs(dir: &std::path::Path, states: &[GroupState]) -> Result<()> {
@@ -587,7 +467,7 @@ fn wal_factory(config: &Config) -> LogFactory {
     })
 }
 
-fn unexpected<T>(call: &str, reply: Reply) -> Result<T> {
+pub(crate) fn unexpected<T>(call: &str, reply: Reply) -> Result<T> {
     // A reply of the wrong kind is a broken invariant of the runtime.
     panic!("core answered {call} with {reply:?}")
 }

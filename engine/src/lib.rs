@@ -24,14 +24,16 @@
 //! runtime, log seam) lives in `rill-shard` and is re-exported where a
 //! caller needs it.
 
+mod admin;
 mod config;
 mod engine;
 mod metrics;
 mod runtime;
 mod shape;
 
+pub use admin::PurgeReport;
 pub use config::{online_cpus, ColdSettings, Config, WalIo, WalSettings, DEFAULT_GROUPS};
-pub use engine::{Engine, PurgeReport};
+pub use engine::Engine;
 pub use metrics::MetricsSnapshot;
 pub use rill_shard::wal::Durability;
 pub use shape::SHAPE_FILE;
