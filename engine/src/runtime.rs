@@ -56,9 +56,13 @@ impl Executors {
             };
             let stopped_tx = stopped_tx.clone();
             let ids = thread_ids.clone();
+            // The blocking pool (pack writes, checkpoint encoding, std::fs
+            // WAL I/O) floats over all CPUs instead of sharing the core's,
+            // so that work competes with the executor only when it must.
             let handle = LocalExecutorBuilder::new(placement)
                 .name(&format!("rill-core-{core}"))
                 .io_memory(io_memory)
+                .blocking_thread_pool_placement(glommio::PoolPlacement::Unbound(2))
                 .spawn(move || async move {
                     ids.lock().push(std::thread::current().id());
                     run_core(spec).await;

@@ -312,14 +312,23 @@ pub(crate) async fn cold_loop(core: Rc<Core>) {
     if !spec.background {
         return;
     }
+    let mut busy = false;
     loop {
-        glommio::timer::sleep(spec.interval).await;
+        // While flushes still find work, go again at once: ingest faster
+        // than one flush per interval must not pile up hot bytes.
+        if busy {
+            glommio::yield_if_needed().await;
+        } else {
+            glommio::timer::sleep(spec.interval).await;
+        }
+        busy = false;
         if core.stopping.get() || core.commit.failure().is_some() {
             continue;
         }
         for job in [ColdJob::Flush, ColdJob::Gc, ColdJob::Compact] {
-            if let Err(err) = run_job(&core, job, false).await {
-                tracing::error!(core = core.id, ?job, error = %err, "cold worker failed");
+            match run_job(&core, job, false).await {
+                Ok(done) => busy |= job == ColdJob::Flush && done > 0,
+                Err(err) => tracing::error!(core = core.id, ?job, error = %err, "cold worker failed"),
             }
         }
     }

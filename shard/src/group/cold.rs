@@ -124,7 +124,11 @@ pub struct CompactPlan {
 
 /// Whole records from the front, at most `room` bytes (the first one in
 /// any case when `force_first`).
-fn take_prefix(records: &VecDeque<(u64, Bytes)>, room: u64, force_first: bool) -> (Vec<(u64, Bytes)>, u64) {
+fn take_prefix<'a>(
+    records: impl Iterator<Item = &'a (u64, Bytes)>,
+    room: u64,
+    force_first: bool,
+) -> (Vec<(u64, Bytes)>, u64) {
     let mut taken = Vec::new();
     let mut bytes = 0u64;
     for (start, payload) in records {
@@ -164,45 +168,52 @@ impl GroupState {
         let mut plans = Vec::new();
         let mut planned = 0u64;
         let base = self.commit_index << 16;
-        for (bucket, streams) in &self.buckets {
+        'buckets: for (bucket, streams) in &self.buckets {
             let mut pack: Option<PackPlan> = None;
             let mut pack_bytes = 0u64;
             for stream in streams.values() {
-                if planned >= limits.max_flush_bytes || plans.len() as u64 >= COMPACTION_PACKS - 2 {
-                    break;
-                }
-                let left = limits.max_flush_bytes - planned;
-                let room = limits.max_batch_bytes.saturating_sub(pack_bytes).min(left);
-                // The very first record of a flush may exceed the bounds, so
-                // an oversized record still leaves the hot tier.
-                let (mut taken, mut bytes) = take_prefix(&stream.records, room, planned == 0);
-                if taken.is_empty() && pack_bytes > 0 {
-                    plans.extend(pack.take());
-                    pack_bytes = 0;
-                    (taken, bytes) = take_prefix(&stream.records, limits.max_batch_bytes.min(left), false);
-                }
-                if taken.is_empty() {
-                    continue;
-                }
-                let pack = pack.get_or_insert_with(|| {
-                    let pack_id = base | plans.len() as u64;
-                    PackPlan {
-                        pack_id,
-                        bucket: bucket.clone(),
-                        file: pack_file_name(self.group, pack_id),
-                        slices: Vec::new(),
+                // A stream larger than a pack continues in the next pack:
+                // `from` counts the records already planned.
+                let mut from = 0usize;
+                while from < stream.records.len() {
+                    if planned >= limits.max_flush_bytes || plans.len() as u64 >= COMPACTION_PACKS - 2 {
+                        plans.extend(pack.take());
+                        break 'buckets;
                     }
-                });
-                let start = taken[0].0;
-                pack.slices.push(SlicePlan {
-                    stream: stream.id.clone(),
-                    incarnation: stream.incarnation,
-                    start,
-                    end: start + bytes,
-                    records: taken,
-                });
-                pack_bytes += bytes;
-                planned += bytes;
+                    let left = limits.max_flush_bytes - planned;
+                    let room = limits.max_batch_bytes.saturating_sub(pack_bytes).min(left);
+                    // The very first record of a flush may exceed the bounds,
+                    // so an oversized record still leaves the hot tier.
+                    let (taken, bytes) = take_prefix(stream.records.range(from..), room, planned == 0);
+                    if taken.is_empty() {
+                        if pack_bytes == 0 {
+                            break; // cannot fit even an empty pack: next flush
+                        }
+                        plans.extend(pack.take());
+                        pack_bytes = 0;
+                        continue;
+                    }
+                    from += taken.len();
+                    let pack = pack.get_or_insert_with(|| {
+                        let pack_id = base | plans.len() as u64;
+                        PackPlan {
+                            pack_id,
+                            bucket: bucket.clone(),
+                            file: pack_file_name(self.group, pack_id),
+                            slices: Vec::new(),
+                        }
+                    });
+                    let start = taken[0].0;
+                    pack.slices.push(SlicePlan {
+                        stream: stream.id.clone(),
+                        incarnation: stream.incarnation,
+                        start,
+                        end: start + bytes,
+                        records: taken,
+                    });
+                    pack_bytes += bytes;
+                    planned += bytes;
+                }
             }
             plans.extend(pack.take());
             if planned >= limits.max_flush_bytes {

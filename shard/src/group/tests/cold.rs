@@ -953,3 +953,29 @@ fn replay_ignores_the_hot_byte_limit() {
     }
     check_every_read(&h, &store, &sid("s"), &expected, 0);
 }
+
+// SPEC §3 Flush: a stream holding more hot bytes than one pack continues
+// in the next packs of the same flush, slice after slice, so one hot stream
+// drains as fast as many small ones; committing the plan moves it all.
+#[test]
+fn one_stream_larger_than_a_pack_spans_several_packs() {
+    let mut h = Harness::with_limits(cold_limits());
+    let mut store = Store::default();
+    h.create_plain("big");
+    let mut model = Model::default();
+    for k in 0..10 {
+        model.append(&mut h, &sid("big"), payload(k, 4));
+    }
+    let limits = FlushLimits { max_flush_bytes: u64::MAX, max_batch_bytes: 10 };
+    let plans = h.g.plan_flush(&limits);
+    check_names(&h.g, &plans);
+    assert_eq!(planned_bytes(&plans), vec![8, 8, 8, 8, 8]);
+    let slices: Vec<(u64, u64)> =
+        plans.iter().flat_map(|p| p.slices.iter().map(|s| (s.start, s.end))).collect();
+    assert_eq!(slices, vec![(0, 8), (8, 16), (16, 24), (24, 32), (32, 40)], "consecutive, never repeated");
+    let commit = store.write_all(&plans);
+    let (chunks, stale) = commit_flush(&mut h, commit);
+    assert_eq!((chunks, stale), (5, 0));
+    assert_eq!(h.g.hot_bytes(), 0);
+    check_every_read(&h, &store, &sid("big"), &model.bytes, 0);
+}
