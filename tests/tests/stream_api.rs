@@ -318,3 +318,37 @@ async fn oversized_payload_is_rejected() {
     assert_eq!(batch.unwrap_err().code(), ErrorCode::PayloadTooLarge);
     assert_eq!(e.head(&id).await.unwrap().tail_offset, 0);
 }
+
+// SPEC §2 TTL: a stream never expires while it is being read, including by
+// a live reader parked longer than its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_reader_keeps_its_ttl_stream_alive() {
+    let clock = ManualClock::new(5_000_000);
+    let e = open_with(1, 2, |c| c.clock(clock.as_clock()).expiry_sweep_interval_ms(10));
+    let id = sid("b", "watched");
+    e.create(Create::new(id.clone()).ttl_s(4)).await.unwrap();
+    let reader = {
+        let engine = e.engine.clone();
+        let id = id.clone();
+        tokio::spawn(async move { engine.wait_read(Read::new(id), Duration::from_secs(3600)).await })
+    };
+    while e.metrics().live_waiters < 1 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    for _ in 0..4 {
+        // Each step is past the renewal point but short of the TTL; the
+        // parked reader's renewals carry the stream through 12 s.
+        clock.advance_ms(3_000);
+        let target = clock.now_ms() - 3_000;
+        for _ in 0..2000 {
+            let head = e.head(&id).await.unwrap();
+            if head.expiry_deadline_ms.is_some_and(|d| d > target + 4_000) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        e.head(&id).await.expect("still alive while being read");
+    }
+    e.append(Append::new(id.clone(), &b"finally"[..])).await.unwrap();
+    assert_eq!(&reader.await.unwrap().unwrap().payload[..], b"finally");
+}

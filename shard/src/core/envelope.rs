@@ -62,6 +62,8 @@ pub enum Request {
     PurgeBucket(String),
     /// Internal: remove the group's expired streams.
     ExpireDue,
+    /// Internal: renew a TTL stream that is being read.
+    Touch(StreamId),
     /// Internal: commit a written flush.
     FlushCommit(crate::command::FlushCommit),
     /// Internal: acknowledge removed GC files.

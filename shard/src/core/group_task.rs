@@ -129,6 +129,7 @@ impl Group {
                 self.expiry_queued.set(false);
                 self.mutate(core, Op::ExpireDue, reply, sent_at, kind).await
             }
+            Request::Touch(id) => self.renew(core, &id, core.now_ms()).await,
             Request::PurgeBucket(bucket) => {
                 self.mutate(core, Op::PurgeBucket { bucket }, reply, sent_at, kind).await
             }

@@ -236,13 +236,29 @@ fn route(core: &Rc<Core>, env: Envelope) {
     group.push(env);
 }
 
-/// Periodically asks groups with a due expiry to remove expired streams.
+/// Periodically renews TTL streams with parked readers and asks groups
+/// with a due expiry to remove expired streams.
 async fn expiry_loop(core: Rc<Core>) {
     let interval = Duration::from_millis(core.limits.expiry_sweep_interval_ms);
     loop {
         glommio::timer::sleep(interval).await;
         let now = core.now_ms();
         for group in core.groups.values() {
+            // A parked live reader is reading: keep its TTL stream renewed
+            // (SPEC §2: a stream never expires while it is being read).
+            let parked = core.waiters.borrow().streams_of_group(group.id);
+            for id in parked {
+                if group.state.borrow().renewal_due(&id, now) {
+                    let (reply, _) = oneshot::channel();
+                    let request = Request::Touch(id);
+                    group.push(Envelope {
+                        group: group.id,
+                        request,
+                        reply,
+                        sent_at: std::time::Instant::now(),
+                    });
+                }
+            }
             let due = group.state.borrow().next_expiry_ms().is_some_and(|at| at <= now);
             if due && !group.expiry_queued.get() {
                 group.expiry_queued.set(true);
