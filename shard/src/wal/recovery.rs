@@ -17,7 +17,8 @@
 //! disagree and open fails with `Corrupted`. A torn tail is accepted only
 //! at the end of a core's last segment (a crash mid-write); anything else
 //! that does not check out fails the open with `Corrupted` naming the file
-//! and offset. [`consolidate`] then writes fresh checkpoints of the groups
+//! and offset. Segments after a core's last headed segment (the
+//! preallocated spare, all zeros) carry no records and are accepted. [`consolidate`] then writes fresh checkpoints of the groups
 //! that replay changed and removes every segment, so each run starts with
 //! empty WAL directories (which is also what lets the core count change
 //! between runs).
@@ -102,9 +103,18 @@ pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Resul
         torn_tails: vec![],
     };
     for segments in wal_segments(data_dir)? {
-        let last = segments.len().saturating_sub(1);
+        // A core's log ends in its last segment with a header: after it may
+        // only come segments that never got one (the preallocated spare, or
+        // one whose creation a crash cut short).
+        let mut last_headed = None;
         for (i, path) in segments.iter().enumerate() {
-            replay_segment(path, i == last, &limits.for_replay(), &mut recovered)?;
+            if has_header(path)? {
+                last_headed = Some(i);
+            }
+        }
+        for (i, path) in segments.iter().enumerate() {
+            let at_end = last_headed.is_none_or(|last| i >= last);
+            replay_segment(path, at_end, &limits.for_replay(), &mut recovered)?;
         }
     }
     // Commands were admitted under the limits of their time; from here on
@@ -144,6 +154,22 @@ fn wal_segments(data_dir: &Path) -> Result<Vec<Vec<PathBuf>>> {
         cores.push(segments.into_iter().map(|(_, p)| p).collect());
     }
     Ok(cores)
+}
+
+/// True when the file starts with a valid segment header.
+fn has_header(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut first = vec![0u8; super::format::BLOCK];
+    let mut file = fs::File::open(path).map_err(|e| io("read wal segment", path, e))?;
+    let mut filled = 0;
+    while filled < first.len() {
+        match file.read(&mut first[filled..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => filled += n,
+            Err(e) => return Err(io("read wal segment", path, e)),
+        }
+    }
+    Ok(super::format::SegmentHeader::decode(&first).is_ok())
 }
 
 fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Recovered) -> Result<()> {

@@ -80,6 +80,24 @@ struct State {
     failed: Option<Error>,
     retire_request: Option<Lsn>,
     retired_through: Lsn,
+    /// The next segment, created and zero-filled ahead of time.
+    spare: Spare,
+}
+
+/// The preallocated next segment. Writing into zeros already on disk lets
+/// `fdatasync` skip the file-size and extent updates an appending write
+/// needs (about a third of the sync's latency on ext4).
+#[derive(Default)]
+enum Spare {
+    #[default]
+    None,
+    /// Being created with this sequence number.
+    Preparing,
+    Ready {
+        seq: u64,
+        name: String,
+        file: Rc<dyn SegmentFile>,
+    },
 }
 
 struct Inner {
@@ -87,6 +105,7 @@ struct Inner {
     dir: Rc<dyn WalDir>,
     state: RefCell<State>,
     flusher: LocalSignal,
+    preparer: LocalSignal,
     waiters: RefCell<Vec<Waker>>,
     scratch: RefCell<Vec<u8>>,
 }
@@ -126,12 +145,15 @@ impl WalLog {
             dir,
             state: RefCell::new(state),
             flusher: LocalSignal::default(),
+            preparer: LocalSignal::default(),
             waiters: RefCell::new(Vec::new()),
             scratch: RefCell::new(Vec::new()),
         });
         let mut tasks = Vec::new();
         let flusher = inner.clone();
         tasks.push(glommio::spawn_local(async move { flusher.flush_loop().await }).detach());
+        let preparer = inner.clone();
+        tasks.push(glommio::spawn_local(async move { preparer.spare_loop().await }).detach());
         if let Durability::Interval(every) = inner.config.durability {
             let syncer = inner.clone();
             tasks.push(glommio::spawn_local(async move { syncer.sync_loop(every).await }).detach());
@@ -232,6 +254,7 @@ impl Inner {
         st.durable_lsn = last_lsn;
         drop(st);
         self.wake_all();
+        self.want_spare();
         Ok(())
     }
 
@@ -244,13 +267,23 @@ impl Inner {
             let closed = Closed { name: old.name, last_lsn: old.last_lsn, bytes: old.offset };
             self.state.borrow_mut().closed.push(closed);
         }
-        let seq = {
-            let mut st = self.state.borrow_mut();
-            st.next_seq += 1;
-            st.next_seq - 1
+        // Take the preallocated spare (waiting for it if it is being made:
+        // a spare must never end up older than the active segment).
+        self.wait(|st| (!matches!(st.spare, Spare::Preparing)).then_some(Ok(()))).await?;
+        let spare = std::mem::take(&mut self.state.borrow_mut().spare);
+        let (seq, name, file) = match spare {
+            Spare::Ready { seq, name, file } => (seq, name, file),
+            _ => {
+                let seq = {
+                    let mut st = self.state.borrow_mut();
+                    st.next_seq += 1;
+                    st.next_seq - 1
+                };
+                let name = segment_name(seq);
+                let file = self.dir.create(&name).await?;
+                (seq, name, file)
+            }
         };
-        let name = segment_name(seq);
-        let file = self.dir.create(&name).await?;
         let header = SegmentHeader { core: self.config.core, seq, first_lsn }.encode();
         file.write_at(header, 0).await?;
         // The header must be durable before any record of the segment can
@@ -260,6 +293,60 @@ impl Inner {
         st.live_bytes += BLOCK as u64;
         st.active = Some(Active { name, file, offset: BLOCK as u64, last_lsn: first_lsn.saturating_sub(1) });
         Ok(())
+    }
+
+    /// Starts preparing the spare once the active segment is half full (a
+    /// log that never fills a segment never pays for one).
+    fn want_spare(&self) {
+        let mut st = self.state.borrow_mut();
+        let half_full = st.active.as_ref().is_some_and(|a| a.offset >= self.config.segment_bytes / 2);
+        if half_full && matches!(st.spare, Spare::None) {
+            st.spare = Spare::Preparing;
+            drop(st);
+            self.preparer.notify();
+        }
+    }
+
+    /// Prepares the next segment when asked (see `want_spare`): creates
+    /// it under the next sequence number and fills it with zeros up to the
+    /// segment size. A segment of zeros without a header reads back as a
+    /// torn header, which recovery accepts for a core's last segment, and
+    /// a spare is always the last: rotation waits for one being prepared.
+    async fn spare_loop(self: Rc<Self>) {
+        loop {
+            self.preparer
+                .wait_until(|| matches!(self.state.borrow().spare, Spare::Preparing).then_some(()))
+                .await;
+            let seq = {
+                let mut st = self.state.borrow_mut();
+                st.next_seq += 1;
+                st.next_seq - 1
+            };
+            let name = segment_name(seq);
+            match self.prepare(&name).await {
+                Ok(file) => self.state.borrow_mut().spare = Spare::Ready { seq, name, file },
+                Err(err) => {
+                    tracing::warn!(core = self.config.core, error = %err, "could not preallocate a WAL segment");
+                    let _ = self.dir.remove(&name).await;
+                    self.state.borrow_mut().spare = Spare::None;
+                }
+            }
+            self.wake_all();
+        }
+    }
+
+    async fn prepare(&self, name: &str) -> Result<Rc<dyn SegmentFile>> {
+        const CHUNK: u64 = 1 << 20;
+        let file = self.dir.create(name).await?;
+        let size = self.config.segment_bytes.div_ceil(BLOCK as u64) * BLOCK as u64;
+        let mut offset = 0;
+        while offset < size {
+            let len = CHUNK.min(size - offset);
+            file.write_at(vec![0u8; len as usize], offset).await?;
+            offset += len;
+        }
+        file.sync().await?;
+        Ok(file)
     }
 
     /// Removes every segment whose records all have LSNs at or below `cut`.
