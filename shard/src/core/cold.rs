@@ -317,7 +317,7 @@ pub(crate) async fn cold_loop(core: Rc<Core>) {
         // While flushes still find work, go again at once: ingest faster
         // than one flush per interval must not pile up hot bytes.
         if busy {
-            glommio::yield_if_needed().await;
+            super::yield_now().await;
         } else {
             glommio::timer::sleep(spec.interval).await;
         }

@@ -15,7 +15,6 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::envelope::{Reply, ReplyTx};
@@ -182,5 +181,4 @@ fn complete(core: &Rc<Core>, item: Pending, fail: Option<crate::Error>) {
             group.on_effect(core, effect);
         }
     }
-    core.metrics.live_waiters.store(core.waiters.borrow().len() as u64, Relaxed);
 }

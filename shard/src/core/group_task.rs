@@ -346,6 +346,7 @@ impl Group {
             Effect::Advanced(id) => self.wake_readers(core, &id),
             Effect::Removed(id) => {
                 let parked = core.waiters.borrow_mut().take_stream(&id);
+                core.metrics.live_waiters.store(core.waiters.borrow().len() as u64, Relaxed);
                 for w in parked {
                     if let Some(h) = &w.watcher {
                         h.cancel();
@@ -386,6 +387,7 @@ impl Group {
                 continue;
             }
             let removed = core.waiters.borrow_mut().remove(wid);
+            core.metrics.live_waiters.store(core.waiters.borrow().len() as u64, Relaxed);
             if let Some(w) = removed {
                 if let Some(h) = &w.watcher {
                     h.cancel();

@@ -208,9 +208,25 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
                 Mail::Shutdown(done) => return Some(done),
             }
         }
-        // Let group tasks run before taking more mail.
-        glommio::yield_if_needed().await;
+        // Let the group tasks just fed run before taking more mail, so a
+        // flood of mail cannot starve them until the preemption timer.
+        yield_now().await;
     }
+}
+
+/// Gives every other ready task of the executor a turn, once.
+pub(crate) async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// Files one envelope into its group's queue (or answers it at once).
