@@ -1,14 +1,17 @@
-//! The device floor: what one durable 4 KiB write costs on the data
-//! directory's device without rill in the way.
+//! The floor: what the data directory's device and the machine's memory do
+//! without any engine in the way, measured in the same run as everything
+//! else so every result can be stated as a fraction of it.
 //!
-//! A scratch file in the data directory is preallocated (written with zeros
-//! and synced, so later writes overwrite allocated blocks and need no
-//! metadata update), then reopened with `O_DSYNC` and, where the file system
-//! allows it, `O_DIRECT`. A few unrecorded writes warm the path up; then
-//! each recorded `pwrite` of 4 KiB goes to the next 4 KiB offset, one at a
-//! time, and its latency is recorded. If the file system refuses `O_DIRECT`
-//! (`EINVAL` at open or on the first write) the floor falls back to
-//! `O_DSYNC` alone and says so. The scratch file is removed afterwards.
+//! * Device writes: a scratch file in the data directory is preallocated
+//!   ([`FLOOR_FILE_BYTES`], written with zeros and synced, so later writes
+//!   overwrite allocated blocks and need no metadata update), then reopened
+//!   with `O_DIRECT` where the file system allows it (otherwise buffered,
+//!   and the probe says so). Each probe writes blocks of one size at
+//!   consecutive offsets, wrapping around the file, for a fixed time; with
+//!   `sync` every write is followed by `fdatasync` (the durable floor:
+//!   4 KiB for latency, 64 KiB and 1 MiB for bandwidth), without it the
+//!   write alone (the relaxed floor). Latency is per write (and sync).
+//! * Memory: `memcpy` of a 64 MiB buffer into another, for a fixed time.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -16,140 +19,196 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
+use crate::sample::Outcome;
+use crate::util::{latency_histogram, record_since};
 
-use crate::report::latency_histogram;
+/// Size of the scratch file the write probes cycle through.
+pub const FLOOR_FILE_BYTES: u64 = 64 << 20;
+/// Buffer size of the memory probe.
+const MEMCPY_BYTES: usize = 64 << 20;
+/// Alignment `O_DIRECT` asks of buffers, offsets and lengths.
+const ALIGN: usize = 4096;
 
-/// Size of one floor write.
-pub const WRITE_BYTES: usize = 4096;
-/// Unrecorded writes before the recorded ones.
-const WARMUP_WRITES: usize = 16;
-
-/// How the floor's file was opened.
+/// One write probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FloorMode {
-    DirectDsync,
-    Dsync,
+pub struct WriteProbe {
+    pub block: usize,
+    pub sync: bool,
 }
 
-impl FloorMode {
-    pub fn label(self) -> &'static str {
-        match self {
-            FloorMode::DirectDsync => "O_DIRECT+O_DSYNC",
-            FloorMode::Dsync => "O_DSYNC",
+impl WriteProbe {
+    pub fn label(&self) -> String {
+        let size = crate::util::bytes_label(self.block);
+        if self.sync {
+            format!("{size} writes + fdatasync")
+        } else {
+            format!("{size} writes, no sync")
         }
     }
 }
 
-/// The measured floor.
-#[derive(Debug)]
-pub struct Floor {
-    pub mode: FloorMode,
-    /// Why `O_DIRECT` was not used, if it was not.
-    pub fallback_reason: Option<String>,
-    pub writes: u64,
-    /// Wall time of the recorded writes, back to back.
-    pub elapsed: Duration,
-    /// Per-write latency in nanoseconds.
-    pub latency: Histogram<u64>,
-}
+/// The probes of every run, in order.
+pub const WRITE_PROBES: [WriteProbe; 5] = [
+    WriteProbe { block: 4096, sync: true },
+    WriteProbe { block: 64 << 10, sync: true },
+    WriteProbe { block: 1 << 20, sync: true },
+    WriteProbe { block: 4096, sync: false },
+    WriteProbe { block: 1 << 20, sync: false },
+];
 
-/// A 4 KiB buffer aligned to 4 KiB (what `O_DIRECT` asks of memory),
-/// carved out of a larger allocation.
-struct AlignedBlock {
+/// Label of the memory probe.
+pub const MEMCPY_LABEL: &str = "memcpy 64 MiB";
+
+/// A buffer of `len` bytes aligned to 4 KiB, carved out of a larger
+/// allocation (what `O_DIRECT` asks of memory).
+struct Aligned {
     storage: Vec<u8>,
     start: usize,
+    len: usize,
 }
 
-impl AlignedBlock {
-    fn new() -> AlignedBlock {
-        let storage = vec![0u8; 2 * WRITE_BYTES];
-        let start = storage.as_ptr().align_offset(WRITE_BYTES);
-        assert!(start < WRITE_BYTES, "a 4 KiB-aligned block fits in 8 KiB");
-        AlignedBlock { storage, start }
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let storage = vec![0u8; len + ALIGN];
+        let start = storage.as_ptr().align_offset(ALIGN);
+        assert!(start < ALIGN, "an aligned block fits");
+        Aligned { storage, start, len }
     }
 
-    fn fill(&mut self, n: u64) -> &[u8] {
-        let block = &mut self.storage[self.start..self.start + WRITE_BYTES];
-        block.fill(0xa5 ^ n as u8);
+    fn stamp(&mut self, n: u64) -> &[u8] {
+        let block = &mut self.storage[self.start..self.start + self.len];
         block[..8].copy_from_slice(&n.to_le_bytes());
+        block[8] = n as u8 ^ 0xa5;
         block
     }
 }
 
-/// Removes the scratch file when dropped, whatever happened.
-struct Scratch(PathBuf);
+/// The preallocated scratch file; removed when dropped.
+#[derive(Debug)]
+pub struct FloorFile {
+    path: PathBuf,
+}
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+impl FloorFile {
+    /// Creates and preallocates the scratch file in `dir`.
+    pub fn create(dir: &Path, tag: &str) -> io::Result<FloorFile> {
+        let path = dir.join(format!("bench-floor-{tag}.tmp"));
+        let file = File::create(&path).map_err(|e| context("create", &path, e))?;
+        let floor = FloorFile { path };
+        let zeros = vec![0u8; 1 << 20];
+        let mut offset = 0u64;
+        while offset < FLOOR_FILE_BYTES {
+            file.write_all_at(&zeros, offset).map_err(|e| context("preallocate", &floor.path, e))?;
+            offset += zeros.len() as u64;
+        }
+        file.sync_all().map_err(|e| context("sync", &floor.path, e))?;
+        Ok(floor)
     }
+
+    /// Opens the file for a probe: `O_DIRECT` if the file system takes it
+    /// (tested with one write), else buffered. The second value says which.
+    fn open(&self, block: &mut Aligned) -> io::Result<(File, bool)> {
+        let direct = OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&self.path);
+        match direct {
+            Ok(file) => match file.write_all_at(block.stamp(0), 0) {
+                Ok(()) => return Ok((file, true)),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(context("write", &self.path, e)),
+            },
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(context("open", &self.path, e)),
+        }
+        let file =
+            OpenOptions::new().write(true).open(&self.path).map_err(|e| context("open", &self.path, e))?;
+        Ok((file, false))
+    }
+
+    /// Runs one write probe for `time` (after a few unrecorded writes).
+    pub fn probe(&self, probe: WriteProbe, time: Duration) -> io::Result<(Outcome, bool)> {
+        let mut block = Aligned::new(probe.block);
+        let (file, direct) = self.open(&mut block)?;
+        let blocks = FLOOR_FILE_BYTES / probe.block as u64;
+        let write = |block: &mut Aligned, n: u64| -> io::Result<()> {
+            let offset = (n % blocks) * probe.block as u64;
+            file.write_all_at(block.stamp(n), offset).map_err(|e| context("write", &self.path, e))?;
+            if probe.sync {
+                file.sync_data().map_err(|e| context("fdatasync", &self.path, e))?;
+            }
+            Ok(())
+        };
+        for n in 1..4 {
+            write(&mut block, n)?;
+        }
+        let mut latency = latency_histogram();
+        let started = Instant::now();
+        let mut n = 4u64;
+        let mut writes = 0u64;
+        loop {
+            let began = Instant::now();
+            if began.duration_since(started) >= time {
+                break;
+            }
+            write(&mut block, n)?;
+            record_since(&mut latency, began, Instant::now());
+            n += 1;
+            writes += 1;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let outcome = Outcome {
+            ops: writes,
+            bytes: writes * probe.block as u64,
+            seconds,
+            latency,
+            ..Outcome::default()
+        };
+        Ok((outcome, direct))
+    }
+}
+
+impl Drop for FloorFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Copies a 64 MiB buffer into another for `time`; one op per copy.
+pub fn memcpy(time: Duration) -> Outcome {
+    let src: Vec<u8> = (0..MEMCPY_BYTES).map(|i| (i % 251) as u8).collect();
+    let mut dst = vec![0u8; MEMCPY_BYTES];
+    dst.copy_from_slice(&src); // touch every page before timing
+    let mut latency = latency_histogram();
+    let started = Instant::now();
+    let mut copies = 0u64;
+    while started.elapsed() < time || copies == 0 {
+        let began = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+        record_since(&mut latency, began, Instant::now());
+        copies += 1;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Outcome { ops: copies, bytes: copies * MEMCPY_BYTES as u64, seconds, latency, ..Outcome::default() }
 }
 
 fn context(what: &str, path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("floor: {what} {}: {e}", path.display()))
 }
 
-fn is_einval(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::EINVAL)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Opens `path` for synchronous writes, with `O_DIRECT` if the file system
-/// takes it; the first write (of block 0) doubles as the test.
-fn open_sync(path: &Path, block: &mut AlignedBlock) -> io::Result<(File, FloorMode, Option<String>)> {
-    let direct = OpenOptions::new().write(true).custom_flags(libc::O_DSYNC | libc::O_DIRECT).open(path);
-    let refused = match direct {
-        Ok(file) => match file.write_all_at(block.fill(0), 0) {
-            Ok(()) => return Ok((file, FloorMode::DirectDsync, None)),
-            Err(e) if is_einval(&e) => format!("O_DIRECT write refused: {e}"),
-            Err(e) => return Err(context("write", path, e)),
-        },
-        Err(e) if is_einval(&e) => format!("O_DIRECT open refused: {e}"),
-        Err(e) => return Err(context("open", path, e)),
-    };
-    let file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DSYNC)
-        .open(path)
-        .map_err(|e| context("open", path, e))?;
-    Ok((file, FloorMode::Dsync, Some(refused)))
-}
-
-/// Measures `writes` synchronous 4 KiB writes on a scratch file in `dir`.
-pub fn measure(dir: &Path, tag: &str, writes: usize) -> io::Result<Floor> {
-    let path = dir.join(format!("bench-floor-{tag}.tmp"));
-    let scratch = Scratch(path.clone());
-    let blocks = WARMUP_WRITES + writes;
-    {
-        let file = File::create(&scratch.0).map_err(|e| context("create", &path, e))?;
-        let zeros = vec![0u8; 256 * WRITE_BYTES];
-        let mut left = blocks * WRITE_BYTES;
-        let mut offset = 0u64;
-        while left > 0 {
-            let n = left.min(zeros.len());
-            file.write_all_at(&zeros[..n], offset).map_err(|e| context("preallocate", &path, e))?;
-            offset += n as u64;
-            left -= n;
-        }
-        file.sync_all().map_err(|e| context("sync", &path, e))?;
+    #[test]
+    fn probes_write_and_report() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let floor = FloorFile::create(dir.path(), "t").expect("floor file");
+        let (o, _direct) = floor
+            .probe(WriteProbe { block: 64 << 10, sync: false }, Duration::from_millis(20))
+            .expect("probe");
+        assert!(o.ops > 0 && o.bytes == o.ops * (64 << 10) && o.latency.len() == o.ops);
+        drop(floor);
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "scratch file removed");
+        let m = memcpy(Duration::from_millis(1));
+        assert!(m.ops >= 1 && m.bytes >= MEMCPY_BYTES as u64);
     }
-
-    let mut block = AlignedBlock::new();
-    let (file, mode, fallback_reason) = open_sync(&path, &mut block)?;
-    for n in 1..WARMUP_WRITES {
-        file.write_all_at(block.fill(n as u64), (n * WRITE_BYTES) as u64)
-            .map_err(|e| context("write", &path, e))?;
-    }
-    let mut latency = latency_histogram();
-    let started = Instant::now();
-    for n in WARMUP_WRITES..blocks {
-        let data = block.fill(n as u64);
-        let began = Instant::now();
-        file.write_all_at(data, (n * WRITE_BYTES) as u64).map_err(|e| context("write", &path, e))?;
-        latency.saturating_record(began.elapsed().as_nanos() as u64);
-    }
-    let elapsed = started.elapsed();
-    drop(file);
-    drop(scratch);
-    Ok(Floor { mode, fallback_reason, writes: writes as u64, elapsed, latency })
 }

@@ -1,27 +1,21 @@
-//! `rill-bench`: the load generator.
-//!
-//! * `quick` (the default) loads 1024 streams, reads every byte back and
-//!   checks it, then runs a short version of the durable workload; see
-//!   [`quick`].
-//! * `durable` measures acknowledged-append throughput and commit latency
-//!   with the default durability, next to the device floor measured in the
-//!   same run; see [`durable`] and [`floor`].
-//!
-//! Both print a markdown table and append the same rows as JSON lines to
-//! `<data dir>/bench-results.jsonl` ([`report`]). Arguments: [`args`].
+//! `rill-bench`: the load generator. See the library's documentation for
+//! what each profile runs, and `args` for the command line.
 
-mod args;
-mod durable;
-mod floor;
-mod quick;
-mod report;
-
-use rill::Engine;
-
-use crate::args::{Command, Options};
-use crate::durable::BoxError;
+use rill_bench::args::{self, Command};
+use rill_bench::util::Result;
+use rill_bench::workloads::recovery;
+use rill_bench::{quick, rill_side};
 
 fn main() {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().map(String::as_str) == Some("__child-writer") {
+        // Workload G's writer: runs until it is killed.
+        if let Err(e) = recovery::child_main(&raw[1..]) {
+            eprintln!("rill-bench child writer: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let opts = match args::parse() {
         Ok(o) => o,
         Err(e) => {
@@ -29,27 +23,34 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let outcome = match opts.command {
-        Command::Quick => quick::run(&opts),
-        Command::Durable => run_durable(&opts),
-    };
-    if let Err(e) = outcome {
+    if let Err(e) = run(&opts, &raw) {
         eprintln!("rill-bench {}: {e}", opts.command.name());
         std::process::exit(1);
     }
 }
 
-fn run_durable(opts: &Options) -> Result<(), BoxError> {
-    let engine = Engine::open(durable::config(&opts.dir, opts.durable.wal_io))?;
+fn run(opts: &args::Options, raw: &[String]) -> Result<()> {
+    rill_side::set_wal_io(opts.wal_io);
+    std::fs::create_dir_all(&opts.dir)?;
+    if opts.command == Command::Quick && !opts.load.skip {
+        quick::load_and_verify(opts)?;
+    }
+    let suite = opts.suite(recovery::current_exe());
     println!(
-        "rill-bench durable: data dir {}, {:.1} s per cell after {:.1} s of warm-up",
-        opts.dir.display(),
-        opts.durable.cell.as_secs_f64(),
-        opts.durable.warmup.as_secs_f64()
+        "rill-bench {}: profile {}, {} repetitions, peers: {}, data dir {}",
+        opts.command.name(),
+        suite.profile.name,
+        suite.profile.reps,
+        if suite.peers.is_empty() { "none".to_string() } else { suite.peers.join(", ") },
+        opts.dir.display()
     );
-    let measured = durable::run(&engine, &opts.dir, &opts.durable, "durable");
-    let stopped = futures::executor::block_on(engine.shutdown());
-    measured?;
-    stopped?;
+    let command =
+        std::iter::once("rill-bench".to_string()).chain(raw.iter().cloned()).collect::<Vec<_>>().join(" ");
+    let report = rill_bench::run_and_report(&suite, &command)?;
+    println!();
+    println!("{}", report.markdown);
+    println!("results: {}", report.written.markdown.display());
+    println!("json lines: {}", report.written.jsonl.display());
+    println!("plot: {}", report.written.plot.display());
     Ok(())
 }

@@ -1,10 +1,11 @@
-//! `quick`: the main job. Opens an engine on the data directory with the
-//! default durability, fans appends over 1024 streams from several client
-//! threads with a window of requests in flight each (per stream, one append
-//! at a time, so offsets are exact), reads every stream back and checks
-//! every byte, prints throughput and the engine's own append-latency
-//! percentiles, then runs a short version of the durable workload
-//! ([`crate::durable`]) on the same engine and shuts it down.
+//! The load-and-verify phase of `quick`, the main job: opens an engine on
+//! the data directory itself with the default durability, fans appends over
+//! 1024 streams from several client threads with a window of requests in
+//! flight each (per stream, one append at a time, so offsets are exact),
+//! reads every stream back and checks every byte, prints throughput and the
+//! engine's own append-latency percentiles, deletes the streams again (so a
+//! reused data directory does not grow) and shuts the engine down. The
+//! quick profile of the suite runs afterwards.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,7 +15,8 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use rill::{Append, Engine, Read, StreamId};
 
 use crate::args::Options;
-use crate::durable::{self, BoxError};
+use crate::rill_side;
+use crate::util::{Mode, Result};
 
 /// The payload of record `n` of a stream: its number, then a fill byte.
 fn payload(stream: usize, n: usize, len: usize) -> Bytes {
@@ -25,9 +27,9 @@ fn payload(stream: usize, n: usize, len: usize) -> Bytes {
     Bytes::from(v)
 }
 
-pub fn run(opts: &Options) -> Result<(), BoxError> {
+pub fn load_and_verify(opts: &Options) -> Result<()> {
     let load = &opts.load;
-    let engine = Engine::open(durable::config(&opts.dir, opts.durable.wal_io))?;
+    let engine = Engine::open(rill_side::config(&opts.dir, Mode::Durable))?;
     let wal = engine.config().wal_settings();
     println!(
         "rill-bench quick: {} cores, {} groups, data dir {}",
@@ -36,13 +38,15 @@ pub fn run(opts: &Options) -> Result<(), BoxError> {
         opts.dir.display()
     );
     println!("  log: write-ahead, durability {:?}, WAL io {:?}", wal.durability, wal.io);
-    let (run_tag, _) = durable::run_tag();
+    let unix_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let run_tag = format!("{unix_ms}-{}", std::process::id());
     let ids: Arc<Vec<StreamId>> = Arc::new(
         (0..load.streams)
             .map(|s| StreamId::new("bench", format!("q{run_tag}-s{s}")))
-            .collect::<Result<_, _>>()?,
+            .collect::<std::result::Result<_, _>>()?,
     );
-    durable::create_streams(&engine, &ids)?;
+    rill_side::create_streams(&engine, &ids)?;
 
     let per_stream = load.records.div_ceil(load.streams);
     let started = Instant::now();
@@ -127,20 +131,17 @@ pub fn run(opts: &Options) -> Result<(), BoxError> {
     let verified = verify(&engine, &ids, per_stream, load.record_bytes)?;
     println!("  read back and verified {verified} bytes in {:.2} s", verify_started.elapsed().as_secs_f64());
 
-    println!(
-        "rill-bench quick, durable (short): {:.1} s per cell after {:.1} s of warm-up",
-        opts.durable.cell.as_secs_f64(),
-        opts.durable.warmup.as_secs_f64()
-    );
-    let measured = durable::run(&engine, &opts.dir, &opts.durable, "quick");
-    let stopped = futures::executor::block_on(engine.shutdown());
-    measured?;
-    stopped?;
-    Ok(())
+    futures::executor::block_on(async {
+        for id in ids.iter() {
+            engine.delete(id).await?;
+        }
+        Ok::<(), rill::Error>(())
+    })?;
+    rill_side::shutdown(engine)
 }
 
 /// Reads every stream from offset 0 and checks every byte.
-fn verify(engine: &Engine, ids: &[StreamId], per_stream: usize, len: usize) -> Result<u64, rill::Error> {
+fn verify(engine: &Engine, ids: &[StreamId], per_stream: usize, len: usize) -> rill::Result<u64> {
     futures::executor::block_on(async {
         let mut total = 0u64;
         for (s, id) in ids.iter().enumerate() {

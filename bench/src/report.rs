@@ -1,297 +1,752 @@
-//! What a run prints and keeps: the machine it ran on, a markdown table of
-//! the durable cells next to the device floor, and the same rows as JSON
-//! lines appended to `<data dir>/bench-results.jsonl`.
+//! What a run prints and keeps, all next to each other in the data
+//! directory:
 //!
-//! Latencies are recorded in nanoseconds and shown in microseconds. The
-//! ratio columns divide a cell's p50 and p99 by the floor's, so the cost
-//! rill adds above one durable device write is visible in every row.
+//! * `bench-results.md`: the run's markdown (also printed): how it was run,
+//!   the machine, the targets of the issue against what was measured, then
+//!   one set of tables per durability mode and one for what does not
+//!   depend on it. Every figure is the median of the repetitions, with the
+//!   range (min–max) where it matters; ratios are of medians.
+//! * `bench-results.jsonl` (appended): one line per measured run
+//!   (`"type": "sample"`), one per cell and peer (`"summary"`, medians and
+//!   ranges), one for the run (`"run"`); every line carries the machine
+//!   fingerprint.
+//! * `bench-results.svg`: the plot ([`crate::plot`]).
+//!
+//! Latencies are recorded in nanoseconds and shown in microseconds.
 
+use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use hdrhistogram::Histogram;
-use serde_json::json;
+use serde_json::{json, Value};
 
-/// Name of the results file inside the data directory.
-pub const RESULTS_FILE: &str = "bench-results.jsonl";
+use crate::machine::Machine;
+use crate::sample::{find, Sample, Stat, Summary, Workload};
+use crate::util::{bytes_label, Mode, RELAXED_SYNC};
 
-/// An empty latency histogram: nanoseconds, 1 ns to 100 s, 3 significant
-/// digits.
-pub fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
-}
+/// File names inside the data directory.
+pub const JSONL_FILE: &str = "bench-results.jsonl";
+pub const MARKDOWN_FILE: &str = "bench-results.md";
+pub const PLOT_FILE: &str = "bench-results.svg";
 
-/// The machine a run measured.
-#[derive(Clone, Debug)]
-pub struct Machine {
-    pub cpu_model: String,
-    pub online_cpus: usize,
-    pub kernel: String,
-    pub fs_type: String,
-    pub mount_point: String,
-    pub device: String,
-}
-
-impl Machine {
-    /// Reads the CPU model, the CPU count, the kernel release and the file
-    /// system holding `dir` from `/proc`.
-    pub fn probe(dir: &Path) -> Machine {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into());
-        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let (device, mount_point, fs_type) =
-            mount_of(&mounts, &dir).unwrap_or_else(|| ("unknown".into(), "unknown".into(), "unknown".into()));
-        Machine {
-            cpu_model: cpu_model(&cpuinfo),
-            online_cpus: rill::online_cpus(),
-            kernel,
-            fs_type,
-            mount_point,
-            device,
-        }
-    }
-
-    pub fn print(&self, dir: &Path) {
-        println!("  machine: {}, {} CPUs online, kernel {}", self.cpu_model, self.online_cpus, self.kernel);
-        println!(
-            "  data dir {} on {} ({} mounted at {})",
-            dir.display(),
-            self.fs_type,
-            self.device,
-            self.mount_point
-        );
-    }
-}
-
-/// The first CPU model name in `/proc/cpuinfo` text (x86 says `model
-/// name`; some other architectures only name the hardware or processor).
-fn cpu_model(cpuinfo: &str) -> String {
-    for key in ["model name", "Hardware", "Processor", "cpu model", "cpu"] {
-        for line in cpuinfo.lines() {
-            if let Some((k, v)) = line.split_once(':') {
-                if k.trim() == key && !v.trim().is_empty() {
-                    return v.trim().to_string();
-                }
-            }
-        }
-    }
-    "unknown".into()
-}
-
-/// Undoes the octal escapes `/proc/mounts` uses for space, tab, newline
-/// and backslash.
-fn unescape_mount_field(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
-        {
-            let code = bytes[i + 1..i + 4].iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
-            if let Ok(byte) = u8::try_from(code) {
-                out.push(byte);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The `(device, mount point, fs type)` of the mount holding `path`: the
-/// longest mount point that is a prefix of it, the last one listed winning
-/// among equals (it is mounted over the earlier ones).
-fn mount_of(mounts: &str, path: &Path) -> Option<(String, String, String)> {
-    let mut best: Option<(usize, (String, String, String))> = None;
-    for line in mounts.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(device), Some(point), Some(fs)) = (fields.next(), fields.next(), fields.next()) else {
-            continue;
-        };
-        let point = unescape_mount_field(point);
-        if !path.starts_with(&point) {
-            continue;
-        }
-        let depth = Path::new(&point).components().count();
-        if best.as_ref().is_none_or(|(d, _)| depth >= *d) {
-            best = Some((depth, (unescape_mount_field(device), point, fs.to_string())));
-        }
-    }
-    best.map(|(_, m)| m)
-}
-
-/// One row of the results: a durable cell or the floor.
-#[derive(Clone, Debug)]
-pub struct Row {
-    /// `"rill"` or `"floor"`.
-    pub kind: &'static str,
-    /// Shown in the table's first column.
-    pub label: String,
-    pub payload_bytes: usize,
-    /// 0 for the floor.
-    pub streams: usize,
-    pub clients: usize,
-    /// In-flight requests per client.
-    pub window: usize,
-    pub seconds: f64,
-    pub ops: u64,
-    pub latency: Histogram<u64>,
-}
-
-impl Row {
-    pub fn ops_per_sec(&self) -> f64 {
-        self.ops as f64 / self.seconds.max(f64::EPSILON)
-    }
-
-    pub fn mib_per_sec(&self) -> f64 {
-        self.ops_per_sec() * self.payload_bytes as f64 / f64::from(1u32 << 20)
-    }
-
-    /// Latency at `q`, in microseconds.
-    pub fn us(&self, q: f64) -> f64 {
-        self.latency.value_at_quantile(q) as f64 / 1000.0
-    }
-
-    pub fn max_us(&self) -> f64 {
-        self.latency.max() as f64 / 1000.0
-    }
-
-    pub fn mean_us(&self) -> f64 {
-        self.latency.mean() / 1000.0
-    }
-
-    /// This row's latency at `q` over the floor's.
-    pub fn ratio(&self, floor: &Row, q: f64) -> f64 {
-        self.us(q) / floor.us(q).max(f64::EPSILON)
-    }
-}
-
-/// How a run was set up, written into every JSON line.
+/// How a run was set up.
 #[derive(Clone, Debug)]
 pub struct RunInfo {
-    pub profile: &'static str,
+    pub profile: String,
+    pub command: String,
     pub tag: String,
     pub unix_ms: u64,
     pub engine_cores: usize,
     pub groups: u32,
-    pub durability: String,
-    pub wal_io: String,
-    pub floor_mode: &'static str,
-    pub warmup_s: f64,
+    pub peers: Vec<String>,
+    pub reps: usize,
+    pub elapsed_s: f64,
+    pub floor_direct: bool,
 }
 
-fn bytes_label(n: usize) -> String {
-    if n >= 1024 && n.is_multiple_of(1024) {
-        format!("{} KiB", n / 1024)
+impl RunInfo {
+    pub fn date_utc(&self) -> String {
+        utc(self.unix_ms / 1000)
+    }
+}
+
+/// `YYYY-MM-DD HH:MM UTC` of a Unix time (proleptic Gregorian calendar).
+pub fn utc(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", secs / 3600, secs % 3600 / 60)
+}
+
+/// `1.23M`, `45.6k`, `789`.
+pub fn rate(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e4 {
+        format!("{:.1}k", x / 1e3)
+    } else if x >= 100.0 {
+        format!("{x:.0}")
     } else {
-        format!("{n} B")
+        format!("{x:.1}")
+    }
+}
+
+/// A median with its range.
+pub fn ranged(s: Stat, f: fn(f64) -> String) -> String {
+    if s.min == s.max {
+        f(s.median)
+    } else {
+        format!("{} ({}–{})", f(s.median), f(s.min), f(s.max))
     }
 }
 
 /// Microseconds with a precision that suits their size.
-fn us_label(us: f64) -> String {
-    if us >= 100.0 {
-        format!("{us:.0}")
+pub fn us(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
     } else {
-        format!("{us:.1}")
+        format!("{x:.1}")
     }
 }
 
-/// Prints the cells and the floor as a markdown table.
-pub fn print_table(cells: &[Row], floor: &Row) {
-    println!();
-    println!(
-        "| cell | payload | streams | in flight | appends/s | MiB/s | p50 µs | p99 µs | p999 µs | p50 / floor | p99 / floor |"
-    );
-    println!("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
-    for row in cells.iter().chain(std::iter::once(floor)) {
-        let streams = if row.streams == 0 { "-".to_string() } else { row.streams.to_string() };
-        println!(
-            "| {} | {} | {} | {}×{} | {:.0} | {:.1} | {} | {} | {} | {:.2} | {:.2} |",
-            row.label,
-            bytes_label(row.payload_bytes),
-            streams,
-            row.clients,
-            row.window,
-            row.ops_per_sec(),
-            row.mib_per_sec(),
-            us_label(row.us(0.5)),
-            us_label(row.us(0.99)),
-            us_label(row.us(0.999)),
-            row.ratio(floor, 0.5),
-            row.ratio(floor, 0.99),
+fn mib(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn ratio(x: Option<f64>) -> String {
+    match x {
+        Some(x) if x.is_finite() => format!("{x:.2}x"),
+        _ => "–".into(),
+    }
+}
+
+fn div(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| a / b)
+}
+
+/// The floor probe a mode's throughput is compared with.
+pub fn floor_bandwidth_label(mode: Mode) -> (&'static str, usize) {
+    match mode {
+        Mode::Durable => ("1 MiB writes + fdatasync", 1 << 20),
+        Mode::Relaxed => ("1 MiB writes, no sync", 1 << 20),
+    }
+}
+
+/// The floor probe a mode's latency is compared with.
+pub fn floor_latency_label(mode: Mode) -> (&'static str, usize) {
+    match mode {
+        Mode::Durable => ("4 KiB writes + fdatasync", 4096),
+        Mode::Relaxed => ("4 KiB writes, no sync", 4096),
+    }
+}
+
+fn floor<'a>(summaries: &'a [Summary], (label, block): (&str, usize)) -> Option<&'a Summary> {
+    find(summaries, Workload::Floor, None, label, block, "floor")
+}
+
+/// A note naming the rill cells of `workloads` in `mode` where the engine
+/// pushed back (temporary errors that the client retried).
+fn pushback_note(out: &mut String, s: &[Summary], workloads: &[Workload], mode: Mode) {
+    let hit: Vec<String> = s
+        .iter()
+        .filter(|x| workloads.contains(&x.key.workload) && x.key.mode == Some(mode) && x.key.peer == "rill")
+        .filter_map(|x| {
+            let r = x.extra("backpressure_retries")?;
+            (r.max > 0.0).then(|| {
+                format!(
+                    "{} {} {} ({:.0} median, {:.0} max)",
+                    x.key.workload.letter(),
+                    x.key.cell,
+                    bytes_label(x.key.record_bytes),
+                    r.median,
+                    r.max
+                )
+            })
+        })
+        .collect();
+    if !hit.is_empty() {
+        let _ = writeln!(
+            out,
+            "rill pushed back (temporary errors, retried after a backoff that counts in the latency) in: {}.\n",
+            hit.join("; ")
         );
     }
-    println!();
 }
 
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-/// Appends one JSON line per row to `<dir>/bench-results.jsonl` and returns
-/// its path.
-pub fn write_jsonl(
-    dir: &Path,
-    run: &RunInfo,
-    machine: &Machine,
-    cells: &[Row],
-    floor: &Row,
-) -> io::Result<PathBuf> {
-    let path = dir.join(RESULTS_FILE);
-    let mut text = String::new();
-    for row in cells.iter().chain(std::iter::once(floor)) {
-        let line = json!({
-            "profile": run.profile,
-            "run": run.tag,
-            "unix_ms": run.unix_ms,
-            "kind": row.kind,
-            "label": row.label,
-            "payload_bytes": row.payload_bytes,
-            "streams": row.streams,
-            "clients": row.clients,
-            "window": row.window,
-            "seconds": round3(row.seconds),
-            "warmup_s": run.warmup_s,
-            "ops": row.ops,
-            "ops_per_s": round1(row.ops_per_sec()),
-            "mib_per_s": round3(row.mib_per_sec()),
-            "samples": row.latency.len(),
-            "p50_us": round1(row.us(0.5)),
-            "p99_us": round1(row.us(0.99)),
-            "p999_us": round1(row.us(0.999)),
-            "max_us": round1(row.max_us()),
-            "mean_us": round1(row.mean_us()),
-            "p50_ratio_to_floor": round3(row.ratio(floor, 0.5)),
-            "p99_ratio_to_floor": round3(row.ratio(floor, 0.99)),
-            "durability": run.durability,
-            "wal_io": run.wal_io,
-            "floor_mode": run.floor_mode,
-            "engine_cores": run.engine_cores,
-            "groups": run.groups,
-            "cpu_model": machine.cpu_model,
-            "online_cpus": machine.online_cpus,
-            "kernel": machine.kernel,
-            "fs_type": machine.fs_type,
-        });
-        text.push_str(&line.to_string());
-        text.push('\n');
+/// Cells of `(workload, mode)`, in order of first appearance.
+fn cells(summaries: &[Summary], workload: Workload, mode: Option<Mode>) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for s in summaries.iter().filter(|s| s.key.workload == workload && s.key.mode == mode) {
+        let c = (s.key.cell.clone(), s.key.record_bytes);
+        if !out.contains(&c) {
+            out.push(c);
+        }
     }
-    let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
-    file.write_all(text.as_bytes())?;
-    Ok(path)
+    out
+}
+
+/// Peers other than rill measured in `workloads` of `mode`.
+fn peers_of(summaries: &[Summary], workloads: &[Workload], mode: Option<Mode>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in summaries {
+        if workloads.contains(&s.key.workload)
+            && s.key.mode == mode
+            && s.key.peer != "rill"
+            && !out.contains(&s.key.peer)
+        {
+            out.push(s.key.peer.clone());
+        }
+    }
+    out
+}
+
+fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(
+        out,
+        "|{}",
+        header.iter().enumerate().map(|(i, _)| if i < 3 { "---|" } else { "---:|" }).collect::<String>()
+    );
+    for r in rows {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+    out.push('\n');
+}
+
+fn throughput_section(out: &mut String, s: &[Summary], mode: Mode) {
+    let peers = peers_of(s, &[Workload::A, Workload::B], Some(mode));
+    let reference = floor(s, floor_bandwidth_label(mode));
+    let mut header: Vec<String> =
+        ["workload", "cell", "record", "rill rec/s (range)", "rill MiB/s"].map(String::from).to_vec();
+    for p in &peers {
+        header.push(format!("{p} rec/s (range)"));
+    }
+    for p in &peers {
+        header.push(format!("rill / {p}"));
+    }
+    header.push("rill / floor (MiB/s)".into());
+    header.push("rill p99 µs".into());
+    for p in &peers {
+        header.push(format!("{p} p99 µs"));
+    }
+    let mut rows = Vec::new();
+    for w in [Workload::A, Workload::B] {
+        for (cell, bytes) in cells(s, w, Some(mode)) {
+            let get = |peer: &str| find(s, w, Some(mode), &cell, bytes, peer);
+            let rill = get("rill");
+            let mut row = vec![w.letter().to_string(), cell.clone(), bytes_label(bytes)];
+            row.push(rill.map_or("–".into(), |r| ranged(r.ops_per_s, rate)));
+            row.push(rill.map_or("–".into(), |r| mib(r.mib_per_s.median)));
+            for p in &peers {
+                row.push(get(p).map_or("–".into(), |x| ranged(x.ops_per_s, rate)));
+            }
+            for p in &peers {
+                let r = rill.zip(get(p)).and_then(|(r, x)| div(r.ops_per_s.median, x.ops_per_s.median));
+                row.push(ratio(r));
+            }
+            row.push(ratio(
+                rill.zip(reference).and_then(|(r, f)| div(r.mib_per_s.median, f.mib_per_s.median)),
+            ));
+            row.push(rill.map_or("–".into(), |r| us(r.p99_us.median)));
+            for p in &peers {
+                row.push(get(p).map_or("–".into(), |x| us(x.p99_us.median)));
+            }
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### {} and {}\n", Workload::A.title(), Workload::B.title());
+    let _ = writeln!(
+        out,
+        "rec/s: records acknowledged per second; rill / peer: ratio of median rec/s; rill / floor: rill's payload \
+         MiB/s over the floor's `{}` MiB/s.\n",
+        floor_bandwidth_label(mode).0
+    );
+    table(out, &header, &rows);
+    pushback_note(out, s, &[Workload::A, Workload::B], mode);
+}
+
+fn latency_section(out: &mut String, s: &[Summary], mode: Mode) {
+    let reference = floor(s, floor_latency_label(mode));
+    let header: Vec<String> = [
+        "cell",
+        "record",
+        "peer",
+        "offered/s",
+        "achieved/s",
+        "p50 µs",
+        "p99 µs",
+        "p999 µs",
+        "max µs",
+        "p99 / floor p99",
+        "p99 / rill p99",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for (cell, bytes) in cells(s, Workload::C, Some(mode)) {
+        let rill = find(s, Workload::C, Some(mode), &cell, bytes, "rill");
+        let mut peers = vec!["rill".to_string()];
+        peers.extend(peers_of(s, &[Workload::C], Some(mode)));
+        for p in peers {
+            let Some(x) = find(s, Workload::C, Some(mode), &cell, bytes, &p) else { continue };
+            rows.push(vec![
+                cell.clone(),
+                bytes_label(bytes),
+                p.clone(),
+                x.extra("offered_per_s").map_or("–".into(), |o| rate(o.median)),
+                ranged(x.ops_per_s, rate),
+                us(x.p50_us.median),
+                ranged(x.p99_us, us),
+                us(x.p999_us.median),
+                us(x.max_us.median),
+                ratio(reference.and_then(|f| div(x.p99_us.median, f.p99_us.median))),
+                ratio(rill.and_then(|r| div(x.p99_us.median, r.p99_us.median))),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### {}\n", Workload::C.title());
+    let _ = writeln!(
+        out,
+        "Latency from each request's scheduled start to its acknowledgement. floor p99: `{}` (one write and sync \
+         at a time).\n",
+        floor_latency_label(mode).0
+    );
+    table(out, &header, &rows);
+    pushback_note(out, s, &[Workload::C], mode);
+}
+
+fn tail_section(out: &mut String, s: &[Summary], mode: Mode) {
+    let header: Vec<String> = [
+        "cell",
+        "record",
+        "deliveries/s",
+        "delivery p50 µs",
+        "delivery p99 µs",
+        "delivery p999 µs",
+        "delivery max µs",
+        "append p50 µs",
+        "append p99 µs",
+        "delivery p99 / append p99",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for (cell, bytes) in cells(s, Workload::D, Some(mode)) {
+        let Some(x) = find(s, Workload::D, Some(mode), &cell, bytes, "rill") else { continue };
+        let append99 = x.extra("append_p99_us").map_or(0.0, |a| a.median);
+        rows.push(vec![
+            cell.clone(),
+            bytes_label(bytes),
+            ranged(x.ops_per_s, rate),
+            us(x.p50_us.median),
+            ranged(x.p99_us, us),
+            us(x.p999_us.median),
+            us(x.max_us.median),
+            x.extra("append_p50_us").map_or("–".into(), |a| us(a.median)),
+            us(append99),
+            ratio(div(x.p99_us.median, append99)),
+        ]);
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### {}\n", Workload::D.title());
+    let _ = writeln!(
+        out,
+        "From the writer's send to each reader's receipt; append: the writer's own commit latency.\n"
+    );
+    table(out, &header, &rows);
+}
+
+fn idem_section(out: &mut String, s: &[Summary], mode: Mode) {
+    let header: Vec<String> = [
+        "cell",
+        "record",
+        "requests/s (range)",
+        "unique records/s",
+        "p50 µs",
+        "p99 µs",
+        "p999 µs",
+        "retry share",
+        "requests/s vs producers off",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for (cell, bytes) in cells(s, Workload::F, Some(mode)) {
+        let Some(x) = find(s, Workload::F, Some(mode), &cell, bytes, "rill") else { continue };
+        let off = find(s, Workload::F, Some(mode), "producers off", bytes, "rill");
+        rows.push(vec![
+            cell.clone(),
+            bytes_label(bytes),
+            ranged(x.ops_per_s, rate),
+            x.extra("unique_per_s").map_or("–".into(), |u| rate(u.median)),
+            us(x.p50_us.median),
+            us(x.p99_us.median),
+            us(x.p999_us.median),
+            x.extra("dup_share").map_or("–".into(), |d| format!("{:.1}%", d.median * 100.0)),
+            ratio(off.and_then(|o| div(x.ops_per_s.median, o.ops_per_s.median))),
+        ]);
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### {}\n", Workload::F.title());
+    table(out, &header, &rows);
+}
+
+fn recovery_section(out: &mut String, s: &[Summary], mode: Mode) {
+    let header: Vec<String> = [
+        "cell",
+        "record",
+        "Engine::open s (range)",
+        "WAL MiB",
+        "data dir MiB",
+        "replay MiB/s",
+        "acked records",
+        "records after recovery",
+        "acked records lost",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for (cell, bytes) in cells(s, Workload::G, Some(mode)) {
+        let Some(x) = find(s, Workload::G, Some(mode), &cell, bytes, "rill") else { continue };
+        let e = |name: &str| x.extra(name).unwrap_or_default();
+        rows.push(vec![
+            cell.clone(),
+            bytes_label(bytes),
+            ranged(e("recovery_s"), |v| format!("{v:.3}")),
+            mib(e("wal_mib").median),
+            mib(e("data_mib").median),
+            mib(e("replay_mib_per_s").median),
+            rate(e("acked_records").median),
+            rate(e("recovered_records").median),
+            "0 (checked)".into(),
+        ]);
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### {}\n", Workload::G.title());
+    let _ = writeln!(
+        out,
+        "A child process writes and reports each acknowledgement; it is killed with SIGKILL; `Engine::open` is timed \
+         and every acknowledged record is read back and compared byte for byte (a missing one fails the run).\n"
+    );
+    table(out, &header, &rows);
+}
+
+fn floor_section(out: &mut String, s: &[Summary], direct: bool) {
+    let header: Vec<String> =
+        ["probe", "size", "", "ops/s (range)", "MiB/s (range)", "p50 µs", "p99 µs", "p999 µs"]
+            .map(String::from)
+            .to_vec();
+    let mut rows = Vec::new();
+    for (cell, bytes) in cells(s, Workload::Floor, None) {
+        let Some(x) = find(s, Workload::Floor, None, &cell, bytes, "floor") else { continue };
+        rows.push(vec![
+            cell.clone(),
+            bytes_label(bytes),
+            String::new(),
+            ranged(x.ops_per_s, rate),
+            ranged(x.mib_per_s, mib),
+            us(x.p50_us.median),
+            us(x.p99_us.median),
+            us(x.p999_us.median),
+        ]);
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### {}\n", Workload::Floor.title());
+    let _ = writeln!(
+        out,
+        "A preallocated 64 MiB file in the data directory, written at consecutive offsets {}, one write at a time; \
+         memcpy: one thread copying 64 MiB.\n",
+        if direct { "with `O_DIRECT`" } else { "**buffered (the file system refused `O_DIRECT`)**" }
+    );
+    table(out, &header, &rows);
+}
+
+fn cold_section(out: &mut String, s: &[Summary]) {
+    let header: Vec<String> = [
+        "pattern",
+        "record",
+        "peer",
+        "reads/s (range)",
+        "MiB/s (range)",
+        "p50 µs",
+        "p99 µs",
+        "major faults",
+        "rill / floor MiB/s",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for (cell, bytes) in cells(s, Workload::E, None) {
+        let rill = find(s, Workload::E, None, &cell, bytes, "rill");
+        let fl = find(s, Workload::E, None, &cell, bytes, "floor");
+        for (peer, x) in [("rill", rill), ("floor (pread)", fl)] {
+            let Some(x) = x else { continue };
+            rows.push(vec![
+                cell.clone(),
+                bytes_label(bytes),
+                peer.into(),
+                ranged(x.ops_per_s, rate),
+                ranged(x.mib_per_s, mib),
+                us(x.p50_us.median),
+                us(x.p99_us.median),
+                x.extra("major_faults").map_or("–".into(), |f| format!("{:.0}", f.median)),
+                if peer == "rill" {
+                    ratio(fl.and_then(|f| div(x.mib_per_s.median, f.mib_per_s.median)))
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### {}\n", Workload::E.title());
+    let _ = writeln!(
+        out,
+        "Data flushed to pack files, engine closed, `POSIX_FADV_DONTNEED` on every file, engine reopened; one read \
+         in flight. Sequential: whole streams in 1 MiB reads; random: one record at a random record boundary. The \
+         floor reads the same pack files with `pread`.\n"
+    );
+    table(out, &header, &rows);
+}
+
+/// The issue's targets against this run.
+fn headline(out: &mut String, s: &[Summary]) {
+    let d = Some(Mode::Durable);
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "met".to_string(),
+        Some(false) => "**not met**".to_string(),
+        None => "not measured".to_string(),
+    };
+    let fan = find(s, Workload::B, d, "1k streams, uniform", 1024, "rill");
+    let fl = floor(s, floor_bandwidth_label(Mode::Durable));
+    let of_floor = fan.zip(fl).and_then(|(r, f)| div(r.mib_per_s.median, f.mib_per_s.median));
+    rows.push(vec![
+        "durable 1 KiB ingest over 1k streams ≥ 50% of the O_DIRECT floor".into(),
+        of_floor.map_or("–".into(), |x| {
+            format!(
+                "{:.0}% ({} of {} MiB/s)",
+                x * 100.0,
+                mib(fan.map_or(0.0, |r| r.mib_per_s.median)),
+                mib(fl.map_or(0.0, |f| f.mib_per_s.median))
+            )
+        }),
+        verdict(of_floor.map(|x| x >= 0.5)),
+    ]);
+    let fj = find(s, Workload::B, d, "1k streams, uniform", 1024, "fjall");
+    let vs_fjall = fan.zip(fj).and_then(|(r, f)| div(r.ops_per_s.median, f.ops_per_s.median));
+    rows.push(vec!["… and ≥ 6x fjall".into(), ratio(vs_fjall), verdict(vs_fjall.map(|x| x >= 6.0))]);
+    let small = find(s, Workload::B, d, "1k streams, uniform", 256, "rill");
+    rows.push(vec![
+        "durable 256 B appends ≥ 1M/s (1k streams, both cores)".into(),
+        small.map_or("–".into(), |r| format!("{}/s", rate(r.ops_per_s.median))),
+        verdict(small.map(|r| r.ops_per_s.median >= 1e6)),
+    ]);
+    let lat_floor = floor(s, floor_latency_label(Mode::Durable));
+    let c_cells = cells(s, Workload::C, d);
+    let c = c_cells.first().and_then(|(cell, bytes)| find(s, Workload::C, d, cell, *bytes, "rill"));
+    let p99_ratio = c.zip(lat_floor).and_then(|(r, f)| div(r.p99_us.median, f.p99_us.median));
+    rows.push(vec![
+        format!(
+            "durable append p99 ≤ 1.5x the fdatasync p99 ({})",
+            c_cells.first().map_or("C".into(), |(cell, _)| cell.clone())
+        ),
+        p99_ratio.map_or("–".into(), |x| {
+            format!(
+                "{x:.2}x ({} vs {} µs)",
+                us(c.map_or(0.0, |r| r.p99_us.median)),
+                us(lat_floor.map_or(0.0, |f| f.p99_us.median))
+            )
+        }),
+        verdict(p99_ratio.map(|x| x <= 1.5)),
+    ]);
+    let d_cells = cells(s, Workload::D, d);
+    let pick = d_cells.iter().find(|(c, _)| c.starts_with("16 ")).or(d_cells.first());
+    let tail = pick.and_then(|(cell, bytes)| find(s, Workload::D, d, cell, *bytes, "rill"));
+    let tail_ratio = tail.and_then(|t| t.extra("append_p99_us").and_then(|a| div(t.p99_us.median, a.median)));
+    rows.push(vec![
+        format!("tail delivery p99 ≤ 2x append commit p99 ({})", pick.map_or("D".into(), |(c, _)| c.clone())),
+        ratio(tail_ratio),
+        verdict(tail_ratio.map(|x| x <= 2.0)),
+    ]);
+    let _ = writeln!(out, "## Targets (aims from the issue, not assertions)\n");
+    table(out, &["target".into(), "this run (medians)".into(), "".into()], &rows);
+}
+
+/// The whole markdown of a run.
+pub fn markdown(run: &RunInfo, machine: &Machine, summaries: &[Summary], failures: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# rill-bench {} — {}\n", run.profile, run.date_utc());
+    let _ = writeln!(out, "* command: `{}`", run.command);
+    let _ = writeln!(out, "* machine: {}", machine.summary());
+    let _ = writeln!(
+        out,
+        "* rill: {} cores, {} groups, default limits; durable = `Durability::Fsync`, relaxed = `Durability::Interval({} ms)`",
+        run.engine_cores,
+        run.groups,
+        RELAXED_SYNC.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "* peers: {}; {} repetitions, interleaved; medians with (min–max); run took {:.0} s",
+        if run.peers.is_empty() { "none".to_string() } else { run.peers.join(", ") },
+        run.reps,
+        run.elapsed_s
+    );
+    let _ = writeln!(
+        out,
+        "* plot: [{PLOT_FILE}]({PLOT_FILE}); raw figures: `{JSONL_FILE}` (run `{}`)\n",
+        run.tag
+    );
+    headline(&mut out, summaries);
+    for mode in [Mode::Durable, Mode::Relaxed] {
+        if !summaries.iter().any(|s| s.key.mode == Some(mode)) {
+            continue;
+        }
+        match mode {
+            Mode::Durable => {
+                let _ = writeln!(out, "## Durable: acknowledged after fdatasync\n");
+            }
+            Mode::Relaxed => {
+                let _ = writeln!(
+                    out,
+                    "## Relaxed: acknowledged after the write, synced every {} ms\n",
+                    RELAXED_SYNC.as_millis()
+                );
+            }
+        }
+        throughput_section(&mut out, summaries, mode);
+        latency_section(&mut out, summaries, mode);
+        tail_section(&mut out, summaries, mode);
+        idem_section(&mut out, summaries, mode);
+        recovery_section(&mut out, summaries, mode);
+    }
+    if summaries.iter().any(|s| s.key.mode.is_none()) {
+        let _ = writeln!(out, "## Independent of the durability mode\n");
+        floor_section(&mut out, summaries, run.floor_direct);
+        cold_section(&mut out, summaries);
+    }
+    if !failures.is_empty() {
+        let _ = writeln!(out, "## Failed peer runs\n");
+        for f in failures {
+            let _ = writeln!(out, "* {f}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let k = 10f64.powi(digits);
+    (x * k).round() / k
+}
+
+fn stat_json(s: Stat) -> Value {
+    json!({ "median": round(s.median, 3), "min": round(s.min, 3), "max": round(s.max, 3) })
+}
+
+fn base_json(run: &RunInfo, machine: &Machine, kind: &str) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("type".into(), json!(kind));
+    m.insert("run".into(), json!(run.tag));
+    m.insert("profile".into(), json!(run.profile));
+    m.insert("unix_ms".into(), json!(run.unix_ms));
+    m.insert("machine".into(), machine.json());
+    m
+}
+
+/// The JSON lines of a run.
+pub fn json_lines(run: &RunInfo, machine: &Machine, samples: &[Sample], summaries: &[Summary]) -> String {
+    let mut text = String::new();
+    let mut line = |m: serde_json::Map<String, Value>| {
+        text.push_str(&Value::Object(m).to_string());
+        text.push('\n');
+    };
+    let mut r = base_json(run, machine, "run");
+    r.insert("command".into(), json!(run.command));
+    r.insert("date_utc".into(), json!(run.date_utc()));
+    r.insert("engine_cores".into(), json!(run.engine_cores));
+    r.insert("groups".into(), json!(run.groups));
+    r.insert("peers".into(), json!(run.peers));
+    r.insert("reps".into(), json!(run.reps));
+    r.insert("elapsed_s".into(), json!(round(run.elapsed_s, 1)));
+    r.insert("floor_o_direct".into(), json!(run.floor_direct));
+    r.insert("relaxed_sync_ms".into(), json!(RELAXED_SYNC.as_millis() as u64));
+    line(r);
+    for s in samples {
+        let o = &s.outcome;
+        let mut m = base_json(run, machine, "sample");
+        m.insert("workload".into(), json!(s.workload.letter()));
+        m.insert("mode".into(), json!(s.mode.map(Mode::name)));
+        m.insert("cell".into(), json!(s.cell));
+        m.insert("record_bytes".into(), json!(s.record_bytes));
+        m.insert("peer".into(), json!(s.peer));
+        m.insert("rep".into(), json!(s.rep));
+        m.insert("ops".into(), json!(o.ops));
+        m.insert("bytes".into(), json!(o.bytes));
+        m.insert("seconds".into(), json!(round(o.seconds, 4)));
+        m.insert("ops_per_s".into(), json!(round(o.ops_per_sec(), 1)));
+        m.insert("mib_per_s".into(), json!(round(o.mib_per_sec(), 3)));
+        m.insert("latency_samples".into(), json!(o.latency.len()));
+        m.insert("p50_us".into(), json!(round(o.us(0.5), 1)));
+        m.insert("p99_us".into(), json!(round(o.us(0.99), 1)));
+        m.insert("p999_us".into(), json!(round(o.us(0.999), 1)));
+        m.insert("max_us".into(), json!(round(o.max_us(), 1)));
+        m.insert("mean_us".into(), json!(round(o.latency.mean() / 1000.0, 1)));
+        let extra: serde_json::Map<String, Value> =
+            o.extra.iter().map(|(k, v)| (k.to_string(), json!(round(*v, 4)))).collect();
+        m.insert("extra".into(), Value::Object(extra));
+        line(m);
+    }
+    for s in summaries {
+        let mut m = base_json(run, machine, "summary");
+        m.insert("workload".into(), json!(s.key.workload.letter()));
+        m.insert("mode".into(), json!(s.key.mode.map(Mode::name)));
+        m.insert("cell".into(), json!(s.key.cell));
+        m.insert("record_bytes".into(), json!(s.key.record_bytes));
+        m.insert("peer".into(), json!(s.key.peer));
+        m.insert("reps".into(), json!(s.reps));
+        m.insert("ops_per_s".into(), stat_json(s.ops_per_s));
+        m.insert("mib_per_s".into(), stat_json(s.mib_per_s));
+        m.insert("p50_us".into(), stat_json(s.p50_us));
+        m.insert("p99_us".into(), stat_json(s.p99_us));
+        m.insert("p999_us".into(), stat_json(s.p999_us));
+        m.insert("max_us".into(), stat_json(s.max_us));
+        let extra: serde_json::Map<String, Value> =
+            s.extra.iter().map(|(k, v)| (k.to_string(), stat_json(*v))).collect();
+        m.insert("extra".into(), Value::Object(extra));
+        line(m);
+    }
+    text
+}
+
+/// Where a run's files went.
+#[derive(Debug)]
+pub struct Written {
+    pub jsonl: PathBuf,
+    pub markdown: PathBuf,
+    pub plot: PathBuf,
+}
+
+/// Writes the three files into `dir`.
+pub fn write_all(dir: &Path, markdown: &str, jsonl: &str, svg: &str) -> io::Result<Written> {
+    let paths =
+        Written { jsonl: dir.join(JSONL_FILE), markdown: dir.join(MARKDOWN_FILE), plot: dir.join(PLOT_FILE) };
+    let mut file = OpenOptions::new().create(true).append(true).open(&paths.jsonl)?;
+    file.write_all(jsonl.as_bytes())?;
+    std::fs::write(&paths.markdown, markdown)?;
+    std::fs::write(&paths.plot, svg)?;
+    Ok(paths)
 }
 
 #[cfg(test)]
@@ -299,32 +754,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn longest_mount_point_wins_and_escapes_are_undone() {
-        let mounts = "/dev/vda / ext4 rw 0 0\n\
-                      tmpfs /tmp tmpfs rw 0 0\n\
-                      /dev/vdb /tmp/my\\040disk xfs rw 0 0\n\
-                      tmpfs /tmpx tmpfs rw 0 0\n";
-        let m = |p: &str| mount_of(mounts, Path::new(p)).map(|(_, point, fs)| (point, fs));
-        assert_eq!(m("/work/main"), Some(("/".into(), "ext4".into())));
-        assert_eq!(m("/tmp/a"), Some(("/tmp".into(), "tmpfs".into())));
-        assert_eq!(m("/tmp/my disk/x"), Some(("/tmp/my disk".into(), "xfs".into())));
-        assert_eq!(m("/tmpy"), Some(("/".into(), "ext4".into())));
-        let over = "/dev/vda / ext4 rw 0 0\noverlay / overlay rw 0 0\n";
-        assert_eq!(mount_of(over, Path::new("/x")).map(|m| m.2), Some("overlay".into()));
-    }
-
-    #[test]
-    fn cpu_model_falls_back() {
-        assert_eq!(cpu_model("processor\t: 0\nmodel name\t: Some CPU\n"), "Some CPU");
-        assert_eq!(cpu_model("Hardware\t: Board\n"), "Board");
-        assert_eq!(cpu_model(""), "unknown");
-    }
-
-    #[test]
-    fn labels() {
-        assert_eq!(bytes_label(256), "256 B");
-        assert_eq!(bytes_label(4096), "4 KiB");
-        assert_eq!(us_label(42.24), "42.2");
-        assert_eq!(us_label(1234.4), "1234");
+    fn dates_and_numbers() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(951_782_400 + 3_723), "2000-02-29 01:02 UTC");
+        assert_eq!(utc(1_767_225_600), "2026-01-01 00:00 UTC");
+        assert_eq!(rate(1_234_567.0), "1.23M");
+        assert_eq!(rate(45_678.0), "45.7k");
+        assert_eq!(rate(789.4), "789");
+        assert_eq!(us(42.24), "42.2");
+        assert_eq!(us(1234.4), "1234");
+        assert_eq!(ranged(Stat { median: 2.0, min: 1.0, max: 3.0 }, us), "2.0 (1.0–3.0)");
+        assert_eq!(ratio(div(1.0, 0.0)), "–");
     }
 }

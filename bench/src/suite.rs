@@ -1,0 +1,637 @@
+//! The suite: the profiles (`quick`, `full`, and the smoke test's `tiny`),
+//! the plan of steps a profile expands to, and running the plan.
+//!
+//! **Interleaving.** A plan is a sequence of repetitions; each repetition
+//! runs the floor and then every cell of every selected workload once, in
+//! both modes, and within a cell every peer once, in an order rotated by
+//! the repetition and the cell. So the repetitions of one measurement are
+//! spread over the whole run, and no peer always runs first, last or right
+//! after the same neighbour: slow drift of a shared machine lands on
+//! everyone alike. Cold reads (E) load their data once, before the first
+//! repetition, and interleave rill and the floor in each.
+//!
+//! **Isolation.** Every measured run of rill or a peer gets a fresh
+//! directory under `<dir>/bench-scratch/` (same file system as the data
+//! directory), opens its store there, and closes it and removes the
+//! directory afterwards, so no store's background work (compaction,
+//! flushes, checkpoints) runs while another is measured.
+//!
+//! **Failures.** A failed rill run (including a failed data check) stops
+//! the suite with its error; a failed peer run is reported and the suite
+//! goes on.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rill::{Engine, StreamId};
+
+use crate::floor::{self, FloorFile, WRITE_PROBES};
+use crate::peers;
+use crate::progress::Progress;
+use crate::rill_side::{self, create_streams, shutdown, stream_ids};
+use crate::sample::{Outcome, Sample, Workload};
+use crate::util::{bytes_label, count_label, Mode, Result, Scratch};
+use crate::workloads::cold::{self, ColdShape, Loaded};
+use crate::workloads::idem::{self, IdemShape};
+use crate::workloads::ingest::{self, IngestShape, Timing};
+use crate::workloads::openloop::{self, OpenShape};
+use crate::workloads::recovery::{self, RecoveryShape};
+use crate::workloads::tail::{self, TailShape};
+
+/// One cell of workload B.
+#[derive(Clone, Copy, Debug)]
+pub struct FanIn {
+    pub streams: usize,
+    pub zipf: bool,
+    pub record_bytes: usize,
+}
+
+/// Everything a profile measures.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub name: &'static str,
+    pub reps: usize,
+    pub timing: Timing,
+    /// Time of each floor probe.
+    pub floor_time: Duration,
+    /// A: record sizes; one client with this window.
+    pub a_sizes: Vec<usize>,
+    pub a_window: usize,
+    /// B: cells; clients × window in flight.
+    pub b_cells: Vec<FanIn>,
+    pub b_clients: usize,
+    pub b_window: usize,
+    /// C: offered rates over `c_streams` streams.
+    pub c_rates: Vec<f64>,
+    pub c_streams: usize,
+    pub c_record_bytes: usize,
+    /// D: reader counts, writer rate.
+    pub d_readers: Vec<usize>,
+    pub d_rate: f64,
+    pub d_record_bytes: usize,
+    /// E: what is loaded, and how long random reads run.
+    pub e: ColdShape,
+    pub e_random: Duration,
+    /// F: `(producers, duplicate share)` cells, record sizes, streams.
+    pub f_cells: Vec<(bool, f64)>,
+    pub f_sizes: Vec<usize>,
+    pub f_streams: usize,
+    /// G: the writer that is killed.
+    pub g: RecoveryShape,
+}
+
+const KIB: usize = 1024;
+
+impl Profile {
+    /// About two minutes on two cores: every workload, short cells.
+    pub fn quick() -> Profile {
+        Profile {
+            name: "quick",
+            reps: 3,
+            timing: Timing { warmup: Duration::from_millis(150), measure: Duration::from_millis(500) },
+            floor_time: Duration::from_millis(200),
+            a_sizes: vec![100, KIB, 16 * KIB],
+            a_window: 128,
+            b_cells: vec![
+                FanIn { streams: 1000, zipf: false, record_bytes: KIB },
+                FanIn { streams: 1000, zipf: false, record_bytes: 256 },
+                FanIn { streams: 10_000, zipf: true, record_bytes: KIB },
+            ],
+            b_clients: 4,
+            b_window: 64,
+            c_rates: vec![5000.0],
+            c_streams: 1000,
+            c_record_bytes: KIB,
+            d_readers: vec![16],
+            d_rate: 1000.0,
+            d_record_bytes: KIB,
+            e: ColdShape { streams: 64, total_bytes: 64 << 20, record_bytes: KIB },
+            e_random: Duration::from_millis(500),
+            f_cells: vec![(false, 0.0), (true, 0.1)],
+            f_sizes: vec![KIB],
+            f_streams: 1000,
+            g: RecoveryShape {
+                streams: 1000,
+                record_bytes: KIB,
+                clients: 2,
+                window: 128,
+                write_for: Duration::from_millis(500),
+            },
+        }
+    }
+
+    /// About fifteen minutes on two cores: the whole matrix.
+    pub fn full() -> Profile {
+        let mut b_cells = Vec::new();
+        for streams in [1000, 10_000, 100_000] {
+            for zipf in [false, true] {
+                b_cells.push(FanIn { streams, zipf, record_bytes: KIB });
+            }
+        }
+        for record_bytes in [100, 256, 16 * KIB] {
+            b_cells.push(FanIn { streams: 1000, zipf: false, record_bytes });
+        }
+        Profile {
+            name: "full",
+            reps: 3,
+            timing: Timing { warmup: Duration::from_millis(500), measure: Duration::from_millis(1500) },
+            floor_time: Duration::from_millis(700),
+            a_sizes: vec![100, KIB, 16 * KIB],
+            a_window: 128,
+            b_cells,
+            b_clients: 4,
+            b_window: 64,
+            c_rates: vec![1000.0, 5000.0, 20_000.0],
+            c_streams: 1000,
+            c_record_bytes: KIB,
+            d_readers: vec![1, 16, 256],
+            d_rate: 1000.0,
+            d_record_bytes: KIB,
+            e: ColdShape { streams: 64, total_bytes: 512 << 20, record_bytes: KIB },
+            e_random: Duration::from_millis(1500),
+            f_cells: vec![(false, 0.0), (true, 0.0), (true, 0.1)],
+            f_sizes: vec![100, KIB],
+            f_streams: 1000,
+            g: RecoveryShape {
+                streams: 1000,
+                record_bytes: KIB,
+                clients: 2,
+                window: 128,
+                write_for: Duration::from_secs(3),
+            },
+        }
+    }
+
+    /// The smoke test's: one repetition, every workload for a fraction of
+    /// a second at tiny scale.
+    pub fn tiny() -> Profile {
+        Profile {
+            name: "tiny",
+            reps: 1,
+            timing: Timing { warmup: Duration::from_millis(50), measure: Duration::from_millis(200) },
+            floor_time: Duration::from_millis(30),
+            a_sizes: vec![KIB],
+            a_window: 8,
+            b_cells: vec![FanIn { streams: 50, zipf: true, record_bytes: 100 }],
+            b_clients: 2,
+            b_window: 8,
+            c_rates: vec![500.0],
+            c_streams: 20,
+            c_record_bytes: 100,
+            d_readers: vec![3],
+            d_rate: 200.0,
+            d_record_bytes: 100,
+            e: ColdShape { streams: 4, total_bytes: 256 << 10, record_bytes: KIB },
+            e_random: Duration::from_millis(50),
+            f_cells: vec![(false, 0.0), (true, 0.2)],
+            f_sizes: vec![100],
+            f_streams: 20,
+            g: RecoveryShape {
+                streams: 10,
+                record_bytes: 100,
+                clients: 1,
+                window: 10,
+                write_for: Duration::from_millis(300),
+            },
+        }
+    }
+
+    /// Scales every measured and warm-up time by `factor`.
+    pub fn scaled(mut self, factor: f64) -> Profile {
+        self.timing.warmup = self.timing.warmup.mul_f64(factor);
+        self.timing.measure = self.timing.measure.mul_f64(factor);
+        self.floor_time = self.floor_time.mul_f64(factor);
+        self.e_random = self.e_random.mul_f64(factor);
+        self.g.write_for = self.g.write_for.mul_f64(factor);
+        self
+    }
+}
+
+/// How to run a profile.
+#[derive(Clone, Debug)]
+pub struct SuiteOptions {
+    pub profile: Profile,
+    /// The data directory; scratch space goes under it.
+    pub dir: PathBuf,
+    pub modes: Vec<Mode>,
+    /// Peers besides rill (names from [`peers::compiled`]).
+    pub peers: Vec<String>,
+    pub workloads: Vec<Workload>,
+    /// The bench binary, started as G's child writer (G is skipped
+    /// without it).
+    pub exe: Option<PathBuf>,
+    pub progress: bool,
+}
+
+/// What a suite run produced.
+#[derive(Debug)]
+pub struct SuiteResult {
+    pub samples: Vec<Sample>,
+    /// Peer runs that failed, with their errors.
+    pub failures: Vec<String>,
+    /// Whether the floor's file took `O_DIRECT`.
+    pub floor_direct: bool,
+    pub elapsed: Duration,
+}
+
+#[derive(Clone, Debug)]
+enum Action {
+    Floor,
+    Ingest(IngestShape),
+    Open(OpenShape),
+    Tail(TailShape),
+    ColdLoad,
+    ColdRead { random: bool },
+    Idem(IdemShape),
+    Recovery,
+}
+
+#[derive(Clone, Debug)]
+struct Step {
+    workload: Workload,
+    mode: Option<Mode>,
+    cell: String,
+    record_bytes: usize,
+    peer: String,
+    rep: usize,
+    action: Action,
+}
+
+impl Step {
+    fn describe(&self, reps: usize) -> String {
+        let mode = self.mode.map_or(String::new(), |m| format!("{} ", m.name()));
+        if matches!(self.action, Action::ColdLoad) {
+            return "E: loading and flushing the cold data set".into();
+        }
+        format!(
+            "rep {}/{reps} {mode}{} {} {} · {}",
+            self.rep + 1,
+            self.workload.letter(),
+            self.cell,
+            bytes_label(self.record_bytes),
+            self.peer
+        )
+    }
+}
+
+/// `items` rotated left by `by`.
+fn rotated<T: Clone>(items: &[T], by: usize) -> Vec<T> {
+    if items.is_empty() {
+        return Vec::new();
+    }
+    let by = by % items.len();
+    items[by..].iter().chain(&items[..by]).cloned().collect()
+}
+
+fn fan_in_label(c: &FanIn) -> String {
+    format!("{} streams, {}", count_label(c.streams), if c.zipf { "zipf" } else { "uniform" })
+}
+
+/// Expands a profile into its steps, in the order they run.
+fn plan(opts: &SuiteOptions) -> Vec<Step> {
+    let p = &opts.profile;
+    let wants = |w: Workload| opts.workloads.contains(&w);
+    let mut steps = Vec::new();
+    let mut push = |workload, mode, cell: String, record_bytes, peer: &str, rep, action| {
+        steps.push(Step { workload, mode, cell, record_bytes, peer: peer.to_string(), rep, action });
+    };
+    if wants(Workload::E) {
+        push(Workload::E, None, "load".into(), p.e.record_bytes, "rill", 0, Action::ColdLoad);
+    }
+    for rep in 0..p.reps {
+        if wants(Workload::Floor) {
+            push(Workload::Floor, None, "probes".into(), 0, "floor", rep, Action::Floor);
+        }
+        let mut k = rep; // rotation counter, advanced per cell
+        for &mode in &opts.modes {
+            let mut peers: Vec<&str> = vec!["rill"];
+            peers.extend(opts.peers.iter().map(String::as_str).filter(|p| peers::supports(p, mode)));
+            if wants(Workload::A) {
+                for &record_bytes in &p.a_sizes {
+                    let shape =
+                        IngestShape { streams: 1, zipf: false, clients: 1, window: p.a_window, record_bytes };
+                    k += 1;
+                    for peer in rotated(&peers, k) {
+                        let cell = "1 stream".to_string();
+                        push(
+                            Workload::A,
+                            Some(mode),
+                            cell,
+                            record_bytes,
+                            peer,
+                            rep,
+                            Action::Ingest(shape.clone()),
+                        );
+                    }
+                }
+            }
+            if wants(Workload::B) {
+                for c in &p.b_cells {
+                    let shape = IngestShape {
+                        streams: c.streams,
+                        zipf: c.zipf,
+                        clients: p.b_clients,
+                        window: p.b_window,
+                        record_bytes: c.record_bytes,
+                    };
+                    k += 1;
+                    for peer in rotated(&peers, k) {
+                        let action = Action::Ingest(shape.clone());
+                        push(Workload::B, Some(mode), fan_in_label(c), c.record_bytes, peer, rep, action);
+                    }
+                }
+            }
+            if wants(Workload::C) {
+                for &rate in &p.c_rates {
+                    let shape = OpenShape { streams: p.c_streams, rate, record_bytes: p.c_record_bytes };
+                    let cell = format!("{rate:.0}/s over {} streams", count_label(p.c_streams));
+                    k += 1;
+                    for peer in rotated(&peers, k) {
+                        let action = Action::Open(shape.clone());
+                        push(Workload::C, Some(mode), cell.clone(), p.c_record_bytes, peer, rep, action);
+                    }
+                }
+            }
+            if wants(Workload::D) {
+                for &readers in &p.d_readers {
+                    let shape = TailShape { readers, rate: p.d_rate, record_bytes: p.d_record_bytes };
+                    let cell =
+                        format!("{readers} reader{}, {:.0}/s", if readers == 1 { "" } else { "s" }, p.d_rate);
+                    push(Workload::D, Some(mode), cell, p.d_record_bytes, "rill", rep, Action::Tail(shape));
+                }
+            }
+            if wants(Workload::F) {
+                for &record_bytes in &p.f_sizes {
+                    for &(producers, dup_share) in &p.f_cells {
+                        let shape = IdemShape {
+                            streams: p.f_streams,
+                            clients: p.b_clients,
+                            window: p.b_window,
+                            record_bytes,
+                            producers,
+                            dup_share,
+                        };
+                        let cell = match (producers, dup_share > 0.0) {
+                            (false, _) => "producers off".to_string(),
+                            (true, false) => "producers on, no retries".to_string(),
+                            (true, true) => format!("producers on, {:.0}% retries", dup_share * 100.0),
+                        };
+                        push(Workload::F, Some(mode), cell, record_bytes, "rill", rep, Action::Idem(shape));
+                    }
+                }
+            }
+            if wants(Workload::G) && opts.exe.is_some() {
+                let g = &p.g;
+                let cell = format!(
+                    "{} streams, killed after {:.1} s",
+                    count_label(g.streams),
+                    g.write_for.as_secs_f64()
+                );
+                push(Workload::G, Some(mode), cell, g.record_bytes, "rill", rep, Action::Recovery);
+            }
+        }
+        if wants(Workload::E) {
+            for (random, cell) in [(false, "sequential"), (true, "random")] {
+                k += 1;
+                for peer in rotated(&["rill", "floor"], k) {
+                    let action = Action::ColdRead { random };
+                    push(Workload::E, None, cell.to_string(), p.e.record_bytes, peer, rep, action);
+                }
+            }
+        }
+    }
+    steps
+}
+
+/// State shared by the steps of a run.
+struct Context<'a> {
+    opts: &'a SuiteOptions,
+    scratch_root: PathBuf,
+    runs: usize,
+    ids: HashMap<usize, Arc<Vec<StreamId>>>,
+    cold: Option<(Scratch, Loaded)>,
+    floor: Option<FloorFile>,
+    floor_direct: bool,
+}
+
+impl Context<'_> {
+    fn fresh_dir(&mut self) -> Result<Scratch> {
+        self.runs += 1;
+        Ok(Scratch::fresh(self.scratch_root.join(format!("run-{}", self.runs)))?)
+    }
+
+    fn ids(&mut self, n: usize) -> Result<Arc<Vec<StreamId>>> {
+        if let Some(ids) = self.ids.get(&n) {
+            return Ok(ids.clone());
+        }
+        let ids = Arc::new(stream_ids("s", n)?);
+        self.ids.insert(n, ids.clone());
+        Ok(ids)
+    }
+
+    /// Opens a fresh engine with `streams` streams created.
+    fn engine(&mut self, mode: Mode, streams: usize) -> Result<(Scratch, Engine, Arc<Vec<StreamId>>)> {
+        let dir = self.fresh_dir()?;
+        let engine = Engine::open(rill_side::config(dir.path(), mode))?;
+        let ids = self.ids(streams)?;
+        if let Err(e) = create_streams(&engine, &ids) {
+            shutdown(engine)?;
+            return Err(e);
+        }
+        Ok((dir, engine, ids))
+    }
+
+    fn run(&mut self, step: &Step, seed: u64) -> Result<Vec<(String, usize, Outcome)>> {
+        let p = &self.opts.profile;
+        let timing = p.timing;
+        let one = |o: Outcome| vec![(step.cell.clone(), step.record_bytes, o)];
+        let mode = step.mode.unwrap_or(Mode::Durable);
+        match &step.action {
+            Action::Floor => {
+                if self.floor.is_none() {
+                    self.floor = Some(FloorFile::create(&self.scratch_root, "probe")?);
+                }
+                let file = self.floor.as_ref().expect("created above");
+                let mut out = Vec::new();
+                for probe in WRITE_PROBES {
+                    let (o, direct) = file.probe(probe, p.floor_time)?;
+                    self.floor_direct = direct;
+                    out.push((probe.label(), probe.block, o));
+                }
+                out.push((floor::MEMCPY_LABEL.to_string(), 64 << 20, floor::memcpy(p.floor_time)));
+                Ok(out)
+            }
+            Action::Ingest(shape) if step.peer == "rill" => {
+                let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
+                let out = ingest::rill(&engine, &ids, shape, timing, seed);
+                shutdown(engine)?;
+                Ok(one(out?))
+            }
+            Action::Ingest(shape) => {
+                let dir = self.fresh_dir()?;
+                let store = peers::open(&step.peer, dir.path(), mode)?;
+                let out = ingest::sync(&*store, shape, timing, seed);
+                store.close()?;
+                Ok(one(out?))
+            }
+            Action::Open(shape) if step.peer == "rill" => {
+                let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
+                let out = openloop::rill(&engine, &ids, shape, timing, seed);
+                shutdown(engine)?;
+                Ok(one(out?))
+            }
+            Action::Open(shape) => {
+                let dir = self.fresh_dir()?;
+                let store = peers::open(&step.peer, dir.path(), mode)?;
+                let out = openloop::sync(&*store, shape, timing, seed);
+                store.close()?;
+                Ok(one(out?))
+            }
+            Action::Tail(shape) => {
+                let (_dir, engine, ids) = self.engine(mode, 1)?;
+                let out = tail::rill(&engine, &ids[0], shape, timing);
+                shutdown(engine)?;
+                Ok(one(out?))
+            }
+            Action::Idem(shape) => {
+                let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
+                let out = idem::rill(&engine, &ids, shape, timing, seed);
+                shutdown(engine)?;
+                Ok(one(out?))
+            }
+            Action::Recovery => {
+                let exe = self.opts.exe.clone().ok_or("G needs the bench binary")?;
+                let dir = self.fresh_dir()?;
+                Ok(one(recovery::run(&exe, dir.path(), mode, &p.g)?))
+            }
+            Action::ColdLoad => {
+                let dir = Scratch::fresh(self.scratch_root.join("cold"))?;
+                let loaded = cold::load(dir.path(), &p.e)?;
+                self.cold = Some((dir, loaded));
+                Ok(Vec::new())
+            }
+            Action::ColdRead { random } => {
+                let (_, loaded) = self.cold.as_ref().ok_or("cold data was not loaded")?;
+                let o = match (*random, step.peer.as_str()) {
+                    (false, "rill") => loaded.rill_sequential()?,
+                    (false, _) => loaded.floor_sequential()?,
+                    (true, "rill") => loaded.rill_random(p.e_random, seed)?,
+                    (true, _) => loaded.floor_random(p.e_random, seed)?,
+                };
+                Ok(one(o))
+            }
+        }
+    }
+}
+
+/// Runs the suite.
+pub fn run(opts: &SuiteOptions) -> Result<SuiteResult> {
+    let steps = plan(opts);
+    let scratch = Scratch::fresh(opts.dir.join("bench-scratch"))?;
+    let mut ctx = Context {
+        opts,
+        scratch_root: scratch.path().to_path_buf(),
+        runs: 0,
+        ids: HashMap::new(),
+        cold: None,
+        floor: None,
+        floor_direct: false,
+    };
+    let mut progress = Progress::new(steps.len(), opts.progress);
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    let mut failures = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        progress.step(&step.describe(opts.profile.reps));
+        let seed = (step.rep as u64) << 32 | i as u64;
+        match ctx.run(step, seed) {
+            Ok(outcomes) => {
+                for (cell, record_bytes, outcome) in outcomes {
+                    samples.push(Sample {
+                        workload: step.workload,
+                        mode: step.mode,
+                        cell,
+                        record_bytes,
+                        peer: step.peer.clone(),
+                        rep: step.rep,
+                        outcome,
+                    });
+                }
+            }
+            Err(e) if step.peer != "rill" && step.peer != "floor" => {
+                let what = format!("{} failed: {e}", step.describe(opts.profile.reps));
+                progress.note(&format!("warning: {what}"));
+                failures.push(what);
+            }
+            Err(e) => {
+                progress.finish();
+                return Err(format!("{} failed: {e}", step.describe(opts.profile.reps)).into());
+            }
+        }
+    }
+    progress.finish();
+    let floor_direct = ctx.floor_direct;
+    drop(ctx);
+    drop(scratch);
+    Ok(SuiteResult { samples, failures, floor_direct, elapsed: started.elapsed() })
+}
+
+/// Every workload, floor included.
+pub fn all_workloads() -> Vec<Workload> {
+    Workload::ALL.to_vec()
+}
+
+/// The data directory's scratch root (for messages).
+pub fn scratch_dir(dir: &Path) -> PathBuf {
+    dir.join("bench-scratch")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(peers: &[&str]) -> SuiteOptions {
+        SuiteOptions {
+            profile: Profile::quick(),
+            dir: PathBuf::from("/nonexistent"),
+            modes: vec![Mode::Durable, Mode::Relaxed],
+            peers: peers.iter().map(|s| s.to_string()).collect(),
+            workloads: all_workloads(),
+            exe: Some(PathBuf::from("/bin/true")),
+            progress: false,
+        }
+    }
+
+    #[test]
+    fn every_repetition_runs_every_cell_with_rotating_peer_order() {
+        let o = opts(&["fjall", "okaywal"]);
+        let steps = plan(&o);
+        let p = &o.profile;
+        let a_b_c = p.a_sizes.len() + p.b_cells.len() + p.c_rates.len();
+        let per_rep_durable = a_b_c * 3 + p.d_readers.len() + p.f_cells.len() * p.f_sizes.len() + 1;
+        let per_rep_relaxed = a_b_c * 2 + p.d_readers.len() + p.f_cells.len() * p.f_sizes.len() + 1;
+        let per_rep = 1 + per_rep_durable + per_rep_relaxed + 4;
+        assert_eq!(steps.len(), 1 + p.reps * per_rep);
+        assert!(steps.iter().all(|s| !(s.peer == "okaywal" && s.mode == Some(Mode::Relaxed))));
+        // The first A cell's peers run in a different order in each repetition.
+        let firsts: Vec<&str> = (0..p.reps)
+            .map(|rep| {
+                steps
+                    .iter()
+                    .find(|s| s.rep == rep && s.workload == Workload::A)
+                    .map(|s| s.peer.as_str())
+                    .unwrap()
+            })
+            .collect();
+        assert_ne!(firsts[0], firsts[1]);
+    }
+
+    #[test]
+    fn rotation() {
+        assert_eq!(rotated(&[1, 2, 3], 1), vec![2, 3, 1]);
+        assert_eq!(rotated(&[1, 2, 3], 3), vec![1, 2, 3]);
+        assert!(rotated::<u8>(&[], 2).is_empty());
+    }
+}

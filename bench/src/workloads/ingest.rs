@@ -1,0 +1,222 @@
+//! Workloads A and B: closed-loop append throughput.
+//!
+//! `clients` client threads each keep `window` appends in flight (rill: a
+//! `futures::executor::block_on` loop over a `FuturesUnordered` of
+//! `engine.append` calls; a peer: one [`SyncStore::write`] of `window`
+//! records at a time). Each request picks its stream uniformly or by Zipf
+//! rank over `streams` streams. A is one stream; B is many.
+//!
+//! Every run has an unmeasured warm-up and a measured time. Throughput
+//! counts records acknowledged inside the measured time; latency is taken
+//! by the client for every record issued inside it, from just before the
+//! call to its acknowledgement (for a peer, every record of a call gets the
+//! call's latency). rill's temporary errors (backpressure) are retried
+//! after a backoff ([`crate::retry`]) and counted. After a rill run every stream's append count and tail
+//! are checked against the appends acknowledged to it.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::stream::{FuturesUnordered, StreamExt};
+use hdrhistogram::Histogram;
+use rill::{Append, Engine, StreamId};
+
+use crate::peers::SyncStore;
+use crate::retry::retrying;
+use crate::rill_side::check_tails;
+use crate::sample::Outcome;
+use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
+
+/// The shape of an ingest run.
+#[derive(Clone, Debug)]
+pub struct IngestShape {
+    pub streams: usize,
+    pub zipf: bool,
+    pub clients: usize,
+    pub window: usize,
+    pub record_bytes: usize,
+}
+
+/// Warm-up and measured time of a run.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub warmup: Duration,
+    pub measure: Duration,
+}
+
+/// The measured phase, as instants.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub from: Instant,
+    pub stop: Instant,
+}
+
+impl Clock {
+    pub fn start(t: Timing) -> Clock {
+        let from = Instant::now() + t.warmup;
+        Clock { from, stop: from + t.measure }
+    }
+
+    pub fn inside(&self, at: Instant) -> bool {
+        at >= self.from && at <= self.stop
+    }
+}
+
+/// What one client saw.
+struct Tally {
+    in_window: u64,
+    latency: Histogram<u64>,
+    acked: Vec<u64>,
+    retries: u64,
+}
+
+fn merge(tallies: Vec<Result<Tally>>, streams: usize) -> Result<(u64, Histogram<u64>, Vec<u64>, u64)> {
+    let mut latency = latency_histogram();
+    let mut ops = 0;
+    let mut retries = 0;
+    let mut acked = vec![0u64; streams];
+    for t in tallies {
+        let t = t?;
+        ops += t.in_window;
+        retries += t.retries;
+        latency.add(&t.latency).expect("histograms with the same bounds");
+        for (a, b) in acked.iter_mut().zip(&t.acked) {
+            *a += b;
+        }
+    }
+    Ok((ops, latency, acked, retries))
+}
+
+/// Runs the shape against an open engine whose streams `ids` exist (and
+/// are empty), then checks every stream's tail.
+pub fn rill(
+    engine: &Engine,
+    ids: &[StreamId],
+    shape: &IngestShape,
+    timing: Timing,
+    seed: u64,
+) -> Result<Outcome> {
+    let payload = filler(shape.record_bytes, seed);
+    let picker = Picker::new(ids.len(), shape.zipf);
+    let clock = Clock::start(timing);
+    let tallies: Vec<Result<Tally>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..shape.clients)
+            .map(|c| {
+                let (payload, picker) = (&payload, &picker);
+                scope.spawn(move || {
+                    rill_client(engine, ids, picker, shape.window, payload, clock, seed + c as u64)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("client thread")).collect()
+    });
+    let (ops, latency, acked, retries) = merge(tallies, ids.len())?;
+    check_tails(engine, ids, &acked, shape.record_bytes)?;
+    Ok(Outcome {
+        ops,
+        bytes: ops * shape.record_bytes as u64,
+        seconds: timing.measure.as_secs_f64(),
+        latency,
+        extra: vec![("backpressure_retries", retries as f64)],
+    })
+}
+
+fn rill_client(
+    engine: &Engine,
+    ids: &[StreamId],
+    picker: &Picker,
+    window: usize,
+    payload: &Bytes,
+    clock: Clock,
+    seed: u64,
+) -> Result<Tally> {
+    futures::executor::block_on(async {
+        let len = payload.len() as u64;
+        let mut rng = Rng::new(seed);
+        let mut tally =
+            Tally { in_window: 0, latency: latency_histogram(), acked: vec![0; ids.len()], retries: 0 };
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            if Instant::now() < clock.stop {
+                while in_flight.len() < window {
+                    let s = picker.pick(&mut rng);
+                    let id = &ids[s];
+                    in_flight.push(async move {
+                        let began = Instant::now();
+                        let (reply, retries) =
+                            retrying(|| engine.append(Append::new(id.clone(), payload.clone()))).await;
+                        (s, began, Instant::now(), reply, retries)
+                    });
+                }
+            }
+            let Some((s, began, answered, reply, retries)) = in_flight.next().await else { break };
+            let reply = reply?;
+            tally.retries += retries;
+            if reply.next_offset - reply.start_offset != len || reply.deduplicated {
+                return Err(format!(
+                    "append to {} answered [{}, {}) for {len} bytes",
+                    ids[s], reply.start_offset, reply.next_offset
+                )
+                .into());
+            }
+            tally.acked[s] += 1;
+            if began >= clock.from {
+                record_since(&mut tally.latency, began, answered);
+            }
+            if clock.inside(answered) {
+                tally.in_window += 1;
+            }
+        }
+        Ok(tally)
+    })
+}
+
+/// Runs the shape against a peer.
+pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u64) -> Result<Outcome> {
+    let payload = filler(shape.record_bytes, seed);
+    let picker = Picker::new(shape.streams, shape.zipf);
+    let clock = Clock::start(timing);
+    let tallies: Vec<Result<Tally>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..shape.clients)
+            .map(|c| {
+                let (payload, picker) = (&payload, &picker);
+                scope.spawn(move || {
+                    let mut rng = Rng::new(seed + c as u64);
+                    let mut tally =
+                        Tally { in_window: 0, latency: latency_histogram(), acked: Vec::new(), retries: 0 };
+                    let mut keys = Vec::with_capacity(shape.window);
+                    // Sequence numbers carry the client in their top bits,
+                    // so clients writing one stream never collide.
+                    let mut seq = (c as u64) << 48;
+                    while Instant::now() < clock.stop {
+                        keys.clear();
+                        for _ in 0..shape.window {
+                            keys.push((picker.pick(&mut rng) as u64, seq));
+                            seq += 1;
+                        }
+                        let began = Instant::now();
+                        store.write(&keys, payload)?;
+                        let answered = Instant::now();
+                        if began >= clock.from {
+                            let ns = answered.duration_since(began).as_nanos().max(1) as u64;
+                            tally.latency.saturating_record_n(ns, keys.len() as u64);
+                        }
+                        if clock.inside(answered) {
+                            tally.in_window += keys.len() as u64;
+                        }
+                    }
+                    Ok(tally)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("client thread")).collect()
+    });
+    let (ops, latency, _, _) = merge(tallies, 0)?;
+    Ok(Outcome {
+        ops,
+        bytes: ops * shape.record_bytes as u64,
+        seconds: timing.measure.as_secs_f64(),
+        latency,
+        extra: Vec::new(),
+    })
+}

@@ -1,0 +1,227 @@
+//! Workload C: append latency under open-loop load, corrected for
+//! coordinated omission.
+//!
+//! Requests are scheduled at fixed intervals (`1 / rate`) from the start of
+//! the run, whatever the store is doing; each one's latency is measured
+//! from its *scheduled* start to its acknowledgement, so a stall delays the
+//! requests queued behind it and they all count the wait (a closed loop
+//! would simply not send them, and hide it). Requests scheduled inside the
+//! measured time are recorded; throughput counts acknowledgements inside it.
+//!
+//! * rill: one driver thread sends every request that is due, polls the
+//!   replies, and parks until the next request is due or a reply wakes it
+//!   (a waker that unparks the thread; no spinning, so the engine's cores
+//!   are left alone). The engine sees each request as soon as it is due.
+//! * a peer: the driver sleeps until requests are due and queues them;
+//!   [`SYNC_WORKERS`] worker threads each take whatever is queued (up to
+//!   [`SYNC_MAX_BATCH`] records) and write it as one unit, which is how an
+//!   application would batch a synchronous store under load.
+//!
+//! A driver thread that wakes late (timer slack, a busy CPU) sends late,
+//! and the lateness is counted as latency: the figures can only err on the
+//! pessimistic side.
+
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use rill::{Append, Engine, StreamId};
+
+use super::ingest::{Clock, Timing};
+use crate::peers::SyncStore;
+use crate::retry::retrying;
+use crate::rill_side::check_tails;
+use crate::sample::Outcome;
+use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
+
+/// Worker threads writing to a peer.
+pub const SYNC_WORKERS: usize = 4;
+/// Records one peer write takes at most.
+pub const SYNC_MAX_BATCH: usize = 64;
+
+/// The shape of an open-loop run.
+#[derive(Clone, Debug)]
+pub struct OpenShape {
+    pub streams: usize,
+    /// Requests per second.
+    pub rate: f64,
+    pub record_bytes: usize,
+}
+
+/// The schedule: request `i` is due at `start + i / rate`.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    start: Instant,
+    interval: f64,
+    total: u64,
+}
+
+impl Schedule {
+    fn new(rate: f64, timing: Timing) -> (Schedule, Clock) {
+        let clock = Clock::start(timing);
+        let start = clock.from - timing.warmup;
+        let total = ((timing.warmup + timing.measure).as_secs_f64() * rate).round() as u64;
+        (Schedule { start, interval: 1.0 / rate, total }, clock)
+    }
+
+    fn due(&self, i: u64) -> Instant {
+        self.start + Duration::from_secs_f64(i as f64 * self.interval)
+    }
+}
+
+/// Wakes a parked thread.
+#[derive(Debug)]
+pub struct Unpark(pub Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs the schedule against an open engine whose streams `ids` exist.
+pub fn rill(
+    engine: &Engine,
+    ids: &[StreamId],
+    shape: &OpenShape,
+    timing: Timing,
+    seed: u64,
+) -> Result<Outcome> {
+    let payload = filler(shape.record_bytes, seed);
+    let picker = Picker::new(ids.len(), false);
+    let mut rng = Rng::new(seed);
+    let (schedule, clock) = Schedule::new(shape.rate, timing);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut latency = latency_histogram();
+    let mut acked = vec![0u64; ids.len()];
+    let mut ops = 0u64;
+    let mut total_retries = 0u64;
+    let mut next = 0u64;
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        let now = Instant::now();
+        while next < schedule.total && schedule.due(next) <= now {
+            let due = schedule.due(next);
+            let s = picker.pick(&mut rng);
+            let (id, payload) = (&ids[s], &payload);
+            in_flight.push(async move {
+                let (reply, retries) =
+                    retrying(|| engine.append(Append::new(id.clone(), payload.clone()))).await;
+                (s, due, Instant::now(), reply, retries)
+            });
+            next += 1;
+        }
+        while let Poll::Ready(Some((s, due, answered, reply, retries))) = in_flight.poll_next_unpin(&mut cx) {
+            reply?;
+            total_retries += retries;
+            acked[s] += 1;
+            if due >= clock.from {
+                record_since(&mut latency, due, answered);
+            }
+            if clock.inside(answered) {
+                ops += 1;
+            }
+        }
+        if next >= schedule.total {
+            if in_flight.is_empty() {
+                break;
+            }
+            std::thread::park();
+        } else {
+            let wait = schedule.due(next).saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::park_timeout(wait);
+            }
+        }
+    }
+    check_tails(engine, ids, &acked, shape.record_bytes)?;
+    Ok(Outcome {
+        ops,
+        bytes: ops * shape.record_bytes as u64,
+        seconds: timing.measure.as_secs_f64(),
+        latency,
+        extra: vec![("offered_per_s", shape.rate), ("backpressure_retries", total_retries as f64)],
+    })
+}
+
+/// Runs the schedule against a peer.
+pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64) -> Result<Outcome> {
+    let payload = filler(shape.record_bytes, seed);
+    let picker = Picker::new(shape.streams, false);
+    let (schedule, clock) = Schedule::new(shape.rate, timing);
+    let (tx, rx) = crossbeam_channel::unbounded::<Instant>();
+    let results: Vec<Result<(u64, hdrhistogram::Histogram<u64>)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..SYNC_WORKERS)
+            .map(|w| {
+                let (rx, payload, picker) = (rx.clone(), &payload, &picker);
+                scope.spawn(move || {
+                    let mut rng = Rng::new(seed + w as u64);
+                    let mut latency = latency_histogram();
+                    let mut ops = 0u64;
+                    let mut seq = (w as u64) << 48;
+                    let mut dues = Vec::with_capacity(SYNC_MAX_BATCH);
+                    let mut keys = Vec::with_capacity(SYNC_MAX_BATCH);
+                    while let Ok(first) = rx.recv() {
+                        dues.clear();
+                        dues.push(first);
+                        while dues.len() < SYNC_MAX_BATCH {
+                            match rx.try_recv() {
+                                Ok(due) => dues.push(due),
+                                Err(_) => break,
+                            }
+                        }
+                        keys.clear();
+                        for _ in &dues {
+                            keys.push((picker.pick(&mut rng) as u64, seq));
+                            seq += 1;
+                        }
+                        store.write(&keys, payload)?;
+                        let answered = Instant::now();
+                        for due in &dues {
+                            if *due >= clock.from {
+                                record_since(&mut latency, *due, answered);
+                            }
+                            if clock.inside(answered) {
+                                ops += 1;
+                            }
+                        }
+                    }
+                    Ok((ops, latency))
+                })
+            })
+            .collect();
+        drop(rx);
+        for i in 0..schedule.total {
+            let due = schedule.due(i);
+            let wait = due.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+            if tx.send(due).is_err() {
+                break; // every worker failed; their errors say why
+            }
+        }
+        drop(tx);
+        workers.into_iter().map(|h| h.join().expect("worker thread")).collect()
+    });
+    let mut latency = latency_histogram();
+    let mut ops = 0;
+    for r in results {
+        let (n, h) = r?;
+        ops += n;
+        latency.add(&h).expect("histograms with the same bounds");
+    }
+    Ok(Outcome {
+        ops,
+        bytes: ops * shape.record_bytes as u64,
+        seconds: timing.measure.as_secs_f64(),
+        latency,
+        extra: vec![("offered_per_s", shape.rate)],
+    })
+}
