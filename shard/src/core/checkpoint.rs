@@ -58,15 +58,13 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
         };
         let index = state.commit_index();
         let dir = spec.dir.clone();
-        glommio::executor()
-            .spawn_blocking(move || write_checkpoint(&dir, id, &state.encode_snapshot()))
-            .await?;
+        super::blocking::run(move || write_checkpoint(&dir, id, &state.encode_snapshot())).await?;
         group.checkpointed_index.set(index);
         written += 1;
     }
     if written > 0 {
         let dir = spec.dir.clone();
-        glommio::executor().spawn_blocking(move || sync_dir(&dir)).await?;
+        super::blocking::run(move || sync_dir(&dir)).await?;
     }
     log.retire_through(cut).await?;
     tracing::debug!(

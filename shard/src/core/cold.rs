@@ -108,7 +108,7 @@ impl ColdStore {
 }
 
 async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
-    glommio::executor().spawn_blocking(f).await
+    super::blocking::run(f).await
 }
 
 /// Sends an internal request through the group's queue and waits for it.

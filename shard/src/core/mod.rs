@@ -15,6 +15,7 @@
 //! core); every reply leaves through [`commit::Commit`], which never lets a
 //! caller see a mutation before the log made it durable.
 
+pub mod blocking;
 pub mod checkpoint;
 pub mod cold;
 pub mod commit;
@@ -175,6 +176,10 @@ pub async fn run_core(spec: CoreSpec) {
         task.cancel();
     }
     drop(tasks);
+    // The WAL's own tasks go with the core; then let blocking work that
+    // cancelled tasks left behind finish before the executor returns.
+    drop(core);
+    blocking::wait_idle(Duration::from_secs(30)).await;
     if let Some(done) = done {
         let _ = done.send(());
     }

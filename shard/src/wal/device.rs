@@ -56,7 +56,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
-    glommio::executor().spawn_blocking(f).await
+    crate::core::blocking::run(f).await
 }
 
 /// Glommio DMA segment files.
