@@ -21,6 +21,8 @@
 //!   record (key then payload); `commit` syncs, and concurrent commits share
 //!   syncs. It has no relaxed mode, so it is measured in durable tables
 //!   only.
+//! * `nats` (feature `nats`): NATS JetStream, a server on 127.0.0.1; see
+//!   [`nats`] (and `bench/scripts/install-nats.sh`).
 
 use std::path::Path;
 
@@ -28,6 +30,8 @@ use crate::util::{Mode, Result};
 
 #[cfg(feature = "fjall")]
 mod fjall_store;
+#[cfg(feature = "nats")]
+pub mod nats;
 #[cfg(feature = "okaywal")]
 mod okaywal_store;
 #[cfg(feature = "redb")]
@@ -63,6 +67,9 @@ pub fn compiled() -> Vec<&'static str> {
     if cfg!(feature = "okaywal") {
         peers.push("okaywal");
     }
+    if cfg!(feature = "nats") {
+        peers.push("nats");
+    }
     peers
 }
 
@@ -81,6 +88,8 @@ pub fn open(peer: &str, dir: &Path, mode: Mode) -> Result<Box<dyn SyncStore>> {
         "redb" => Ok(Box::new(redb_store::RedbStore::open(dir, mode)?)),
         #[cfg(feature = "okaywal")]
         "okaywal" => Ok(Box::new(okaywal_store::OkayStore::open(dir)?)),
+        #[cfg(feature = "nats")]
+        "nats" => Ok(Box::new(nats::NatsStore::open(dir, mode)?)),
         other => {
             Err(format!("peer {other:?} is not compiled in (see the cargo features of rill-bench)").into())
         }
@@ -100,6 +109,10 @@ mod tests {
     #[test]
     fn every_compiled_peer_writes_and_closes() {
         for peer in compiled() {
+            #[cfg(feature = "nats")]
+            if peer == "nats" && nats::server_binary().is_none() {
+                continue; // no server installed: the suite reports the failure instead
+            }
             for mode in [Mode::Durable, Mode::Relaxed] {
                 if !supports(peer, mode) {
                     continue;
