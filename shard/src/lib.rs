@@ -22,4 +22,6 @@ pub mod core;
 pub mod limits;
 pub mod log;
 pub mod metrics;
+#[doc(hidden)]
+pub mod planted;
 pub mod wal;

@@ -215,6 +215,9 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
                 if !applied.mutated || state.commit_index() != record.index {
                     return Err(where_("replay does not reproduce the logged mutation"));
                 }
+                if crate::planted::active(crate::planted::Bug::ReplayTwice) {
+                    state.apply(&cmd, &mut effects);
+                }
             }
             RecordKind::Install => {
                 let installed = GroupState::decode_snapshot(record.body, limits.clone())

@@ -242,6 +242,10 @@ impl Inner {
             (active.file.clone(), active.offset)
         };
         file.write_at(batch, offset).await?;
+        if crate::planted::active(crate::planted::Bug::DurableBeforeSync) {
+            self.state.borrow_mut().durable_lsn = last_lsn;
+            self.wake_all();
+        }
         if self.config.durability == Durability::Fsync {
             file.sync().await?;
         }

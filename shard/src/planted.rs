@@ -1,0 +1,50 @@
+//! Deliberately planted bugs, for showing that the fuzzing harness catches
+//! what it claims to catch (`fuzz/tests/teeth.rs`, FUZZING.md).
+//!
+//! Each [`Bug`] is a one-line deviation at a named place in this crate (or
+//! in the simulation's own acknowledgement layer), guarded by
+//! [`active`]. The switch is per thread and off unless a test turns it on
+//! for its own thread with [`plant`]: the engine's executors never touch
+//! it, so with the switch off every guarded path behaves exactly as
+//! without the guard (one thread-local byte compare). Nothing outside the
+//! fuzzing harness may call [`plant`].
+
+use std::cell::Cell;
+
+/// A bug that a test can plant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Bug {
+    /// The simulation acknowledges a mutation as soon as the log accepted
+    /// it, before the record is durable (planted in `rill-fuzz`).
+    AckBeforeDurable = 1,
+    /// The WAL writer reports a batch durable before its `fdatasync`
+    /// (`wal/writer.rs`).
+    DurableBeforeSync = 2,
+    /// Record decoding accepts a record whose checksum does not match
+    /// (`wal/format.rs`).
+    SkipRecordChecksum = 3,
+    /// Recovery applies every replayed command twice (`wal/recovery.rs`).
+    ReplayTwice = 4,
+}
+
+impl Bug {
+    /// Every plantable bug.
+    pub const ALL: [Bug; 4] =
+        [Bug::AckBeforeDurable, Bug::DurableBeforeSync, Bug::SkipRecordChecksum, Bug::ReplayTwice];
+}
+
+thread_local! {
+    static PLANTED: Cell<u8> = const { Cell::new(0) };
+}
+
+/// Plants `bug` on the calling thread (`None` removes it).
+pub fn plant(bug: Option<Bug>) {
+    PLANTED.with(|p| p.set(bug.map_or(0, |b| b as u8)));
+}
+
+/// True when `bug` is planted on the calling thread.
+#[inline]
+pub fn active(bug: Bug) -> bool {
+    PLANTED.with(|p| p.get() == bug as u8)
+}
