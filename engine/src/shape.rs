@@ -76,6 +76,9 @@ pub(crate) fn check_or_record(dir: &Path, groups: u32, cores: usize) -> Result<(
             Ok(())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => write(dir, groups, cores),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Err(Error::corrupted(format!("{} is not UTF-8 text", path.display())))
+        }
         Err(e) => Err(Error::io("read shape file", &e)),
     }
 }

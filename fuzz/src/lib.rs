@@ -1,15 +1,24 @@
-//! The reference model of a group, for property tests and simulation.
+//! `rill-fuzz`: the correctness harness (FUZZING.md).
 //!
-//! [`model::Model`] is a small, obviously-correct restatement of SPEC §2 for
-//! one group; [`observe`] reduces the real state machine's answers to the
-//! model's vocabulary so the two can be compared step by step (see
-//! `tests/group_model.rs`). The model owns no invariant of the engine: it is
-//! an oracle, kept independent of `rill_shard::group` on purpose.
+//! * The reference model of a group: [`model::Model`] is a small,
+//!   obviously-correct restatement of SPEC §2 for one group (handlers in
+//!   [`model_ops`], shared rules in [`model_rules`]); [`observe`] reduces
+//!   the real state machine's answers to the model's vocabulary so the two
+//!   can be compared step by step. The model owns no invariant of the
+//!   engine: it is an oracle, kept independent of `rill_shard::group` on
+//!   purpose.
+//! * Decoder fuzz targets ([`targets`]) with their seed corpus and mutator
+//!   ([`corpus`]) and an input reader ([`cursor`]).
+//! * A seeded random number generator ([`rng`]) shared by both.
 
+pub mod corpus;
+pub mod cursor;
 pub mod model;
 pub mod model_ops;
 pub mod model_rules;
 pub mod observe;
+pub mod rng;
+pub mod targets;
 
 pub use model::Model;
 pub use observe::{observe, Fault, Item, Observed, Outcome};

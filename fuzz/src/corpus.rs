@@ -1,0 +1,376 @@
+//! The decoder targets' seed corpus and the mutator that grows inputs from
+//! it.
+//!
+//! [`seeds`] generates, deterministically, a few dozen inputs per target:
+//! valid encodings made by the real encoders (headers, records, segments,
+//! group snapshots, commands, shape files), their truncations, and bit
+//! flips. The output is committed under `fuzz/corpus/<target>/` (the test
+//! `fuzz/tests/decoders.rs` checks that it is current and rewrites it when
+//! `RILL_FUZZ_WRITE_CORPUS=1`), so libFuzzer starts from it and every input
+//! ever found to crash a target can be added next to it by hand. [`mutate`]
+//! derives new inputs from corpus files the way a fuzzer would.
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use rill_shard::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
+use rill_shard::command::{Command, CompactCommit, FlushCommit, Op, PackCommit, SliceCommit};
+use rill_shard::group::GroupState;
+use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
+use rill_shard::StreamId;
+
+use crate::cursor::Cursor;
+use crate::rng::Rng;
+use crate::targets::{built_state, unbounded_limits};
+
+/// One generated corpus file.
+#[derive(Clone, Debug)]
+pub struct Seed {
+    pub target: &'static str,
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The committed corpus directory.
+pub fn corpus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus")
+}
+
+/// Every file of `target`'s corpus directory, by name, in name order.
+pub fn load(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = corpus_dir().join(target);
+    let mut out: Vec<(String, Vec<u8>)> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_file())
+            .map(|e| {
+                let bytes = std::fs::read(e.path()).expect("corpus file reads");
+                (e.file_name().to_string_lossy().into_owned(), bytes)
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    out.sort();
+    out
+}
+
+struct Out {
+    seeds: Vec<Seed>,
+    rng: Rng,
+}
+
+impl Out {
+    fn add(&mut self, target: &'static str, name: impl Into<String>, bytes: Vec<u8>) {
+        self.seeds.push(Seed { target, name: name.into(), bytes });
+    }
+
+    /// The input, a few truncations and a few bit flips of it.
+    fn add_damaged(&mut self, target: &'static str, name: &str, bytes: Vec<u8>, variants: usize) {
+        for i in 0..variants {
+            if bytes.is_empty() {
+                break;
+            }
+            let cut = self.rng.index(bytes.len());
+            self.add(target, format!("{name}-cut{i}"), bytes[..cut].to_vec());
+            let mut flipped = bytes.clone();
+            let at = self.rng.index(bytes.len());
+            flipped[at] ^= 1 << self.rng.below(8);
+            self.add(target, format!("{name}-flip{i}"), flipped);
+        }
+        self.add(target, name.to_string(), bytes);
+    }
+}
+
+fn id(bucket: &str, stream: &str) -> StreamId {
+    StreamId::new(bucket, stream).expect("valid name")
+}
+
+/// Commands covering every operation, with and without optional fields.
+pub fn sample_commands() -> Vec<Command> {
+    let a = id("a", "x");
+    let b = id("b", "long-stream-name");
+    let producer = |seq| Some(ProducerArgs { id: "p0".into(), epoch: 1, seq });
+    let mut create = Create::new(a.clone()).content_type("text/plain").ttl_s(30).attrs(r#"{"title":"t"}"#);
+    create.initial_payload = Some(Bytes::from_static(b"hello"));
+    create.producer = producer(0);
+    create.stream_seq = Some("01".into());
+    let mut append = Append::new(a.clone(), Bytes::from_static(b"world")).close_after(true);
+    append.producer = producer(1);
+    append.stream_seq = Some("02".into());
+    append.content_type = Some("text/plain".into());
+    let mut batch =
+        AppendBatch::new(b.clone(), vec![Bytes::from_static(b"1"), Bytes::new(), vec![7; 300].into()]);
+    batch.producer = producer(2);
+    let mut close = Close::new(b.clone());
+    close.stream_seq = Some("zz".into());
+    let mut publish = PublishSnapshot::new(a.clone(), 3, Bytes::from_static(b"snap")).content_type("x/y");
+    publish.expected_digest = Some(*blake3::hash(b"snap").as_bytes());
+    let pack = PackCommit {
+        pack_id: 1 << 16,
+        bucket: "a".into(),
+        file: "g00000-0000000000010000.pack".into(),
+        bytes: 200,
+        slices: vec![SliceCommit {
+            stream: a.clone(),
+            incarnation: 1,
+            start: 0,
+            end: 5,
+            records: 1,
+            sum: rill_shard::integrity::SetSum::default(),
+        }],
+    };
+    let ops = vec![
+        Op::Create(Create::new(b.clone())),
+        Op::Create(create),
+        Op::Create(Create::new(a.clone()).expires_at_ms(5_000).closed(true)),
+        Op::Append(Append::new(a.clone(), Bytes::from_static(b"x"))),
+        Op::Append(append),
+        Op::AppendBatch(batch),
+        Op::Close(close),
+        Op::Delete(b.clone()),
+        Op::SetAttrs { id: a.clone(), attrs: Some(r#"{"metadata":{"k":1}}"#.into()) },
+        Op::SetAttrs { id: a.clone(), attrs: None },
+        Op::Touch(a.clone()),
+        Op::PublishSnapshot(publish),
+        Op::AdvanceRetention { id: a.clone(), offset: 3 },
+        Op::ExpireDue,
+        Op::FlushCommit(FlushCommit { packs: vec![pack.clone()] }),
+        Op::GcAck { seqs: vec![1, 7] },
+        Op::PurgeBucket { bucket: "b".into() },
+        Op::CompactCommit(CompactCommit {
+            stream: a,
+            incarnation: 1,
+            start: 0,
+            end: 5,
+            inputs: vec![(1 << 16, 0), (2 << 16, 1)],
+            output: pack,
+            grace_ms: 30_000,
+        }),
+    ];
+    ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect()
+}
+
+/// A segment holding `commands` in flushes of `per_flush` records.
+fn segment(first_lsn: u64, commands: &[Command], per_flush: usize) -> Vec<u8> {
+    let mut bytes = SegmentHeader { core: 1, seq: 3, first_lsn }.encode();
+    let mut flush = Vec::new();
+    for (i, cmd) in commands.iter().enumerate() {
+        let body = postcard::to_stdvec(cmd).expect("a command encodes");
+        encode_record(
+            &mut flush,
+            first_lsn + i as u64,
+            (i % 3) as u32,
+            i as u64 + 1,
+            RecordKind::Command,
+            &body,
+        );
+        if (i + 1) % per_flush == 0 {
+            pad_to_block(&mut flush);
+            bytes.append(&mut flush);
+        }
+    }
+    pad_to_block(&mut flush);
+    bytes.append(&mut flush);
+    bytes
+}
+
+/// The generated seed corpus of every target.
+pub fn seeds() -> Vec<Seed> {
+    let mut out = Out { seeds: Vec::new(), rng: Rng::new(0x5eed) };
+    let commands = sample_commands();
+
+    // wal_header: valid blocks, damaged ones, foreign ones.
+    for (i, (core, seq, first_lsn)) in
+        [(0, 1, 1), (3, 77, 1 << 40), (u32::MAX, u64::MAX, 0)].iter().enumerate()
+    {
+        let block = SegmentHeader { core: *core, seq: *seq, first_lsn: *first_lsn }.encode();
+        out.add_damaged("wal_header", &format!("valid{i}"), block, 3);
+    }
+    out.add("wal_header", "zeros", vec![0; BLOCK]);
+    out.add("wal_header", "ones", vec![0xff; BLOCK]);
+    out.add("wal_header", "empty", Vec::new());
+    let mut v2 = SegmentHeader { core: 0, seq: 1, first_lsn: 1 }.encode();
+    v2[8] = 2;
+    let crc = crc32c::crc32c(&v2[..32]);
+    v2[32..36].copy_from_slice(&crc.to_le_bytes());
+    out.add("wal_header", "version2", v2);
+
+    // wal_record: [u16 shift] then the bytes placed at offset 4096.
+    for (i, cmd) in commands.iter().enumerate().step_by(3) {
+        let body = postcard::to_stdvec(cmd).expect("encodes");
+        let mut input = vec![0, 0];
+        encode_record(&mut input, 10 + i as u64, i as u32, i as u64, RecordKind::Command, &body);
+        out.add_damaged("wal_record", &format!("cmd{i}"), input, 2);
+    }
+    let mut straddle = (4090u16).to_le_bytes().to_vec();
+    straddle.extend(vec![0; 4090]);
+    encode_record(&mut straddle, 1, 0, 1, RecordKind::Install, &[9; 40]);
+    out.add_damaged("wal_record", "straddle", straddle, 2);
+    let mut padding = vec![0, 0];
+    padding.extend(vec![0; 5000]);
+    out.add("wal_record", "padding", padding.clone());
+    padding[900] = 1;
+    out.add("wal_record", "nonzero-padding", padding);
+    let mut short_len = (4094u16).to_le_bytes().to_vec();
+    short_len.extend(vec![0; 4096]);
+    out.add("wal_record", "length-across-boundary", short_len);
+    let mut huge = vec![0, 0];
+    huge.extend(u32::MAX.to_le_bytes());
+    huge.extend([0; 40]);
+    out.add("wal_record", "huge-length", huge);
+
+    // wal_segment: whole segments, torn and damaged, plus assembly recipes.
+    for (i, per_flush) in [1usize, 4, 100].iter().enumerate() {
+        let seg = segment(5, &commands, *per_flush);
+        out.add_damaged("wal_segment", &format!("segment{i}"), seg, 4);
+    }
+    let mut zero_tail = segment(1, &commands[..3], 1);
+    zero_tail.extend(vec![0; 3 * BLOCK]);
+    out.add("wal_segment", "zero-tail", zero_tail);
+    let mut gap = segment(1, &commands[..2], 1);
+    let mut later = Vec::new();
+    encode_record(&mut later, 9, 0, 9, RecordKind::Command, b"later");
+    gap.extend(later);
+    out.add("wal_segment", "lsn-gap", gap);
+    for i in 0..6 {
+        let recipe = out.rng.bytes(200 + i * 300);
+        out.add("wal_segment", format!("recipe{i}"), recipe);
+    }
+
+    // group_snapshot: snapshots of built states; group_snapshot_body: their
+    // bodies behind a three-field prefix.
+    for i in 0..5 {
+        let recipe = out.rng.bytes(40 + i * 80);
+        let state = built_state(&mut Cursor::new(&recipe), 0, 1);
+        let bytes = state.encode_snapshot();
+        let body = bytes[30..bytes.len() - 32].to_vec();
+        out.add_damaged("group_snapshot", &format!("state{i}"), bytes, 2);
+        let mut input = vec![0, 0];
+        input.extend((state.commit_index() as u16).to_le_bytes());
+        input.extend(body);
+        out.add_damaged("group_snapshot_body", &format!("state{i}"), input, 3);
+    }
+    let empty = GroupState::new(2, 5, unbounded_limits()).encode_snapshot();
+    out.add("group_snapshot", "empty", empty);
+
+    // command and command_apply: every operation, and sequences.
+    let mut sequence = Vec::new();
+    for (i, cmd) in commands.iter().enumerate() {
+        let bytes = postcard::to_stdvec(cmd).expect("encodes");
+        sequence.extend_from_slice(&bytes);
+        out.add_damaged("command", &format!("op{i}"), bytes, 1);
+    }
+    out.add_damaged("command_apply", "all-ops", sequence, 4);
+    for i in 0..4 {
+        let recipe = out.rng.bytes(60 + i * 50);
+        let mut seq = Vec::new();
+        for cmd in crate::targets::built_commands(&mut Cursor::new(&recipe)) {
+            seq.extend(postcard::to_stdvec(&cmd).expect("encodes"));
+        }
+        out.add("command_apply", format!("built{i}"), seq);
+    }
+
+    // recovery: recipes (any bytes are one).
+    for i in 0..16 {
+        let recipe = out.rng.bytes(64 + i * 64);
+        out.add("recovery", format!("recipe{i}"), recipe);
+    }
+
+    // shape_file: the documented text and its near misses.
+    let shapes: [(&str, &[u8]); 12] = [
+        ("valid", b"rill-shape 1\ngroups 7\ncores 1\n"),
+        ("valid-other-cores", b"rill-shape 1\ngroups 7\ncores 3\n"),
+        ("other-groups", b"rill-shape 1\ngroups 8\ncores 1\n"),
+        ("other-version", b"rill-shape 2\ngroups 7\ncores 1\n"),
+        ("duplicate-key", b"rill-shape 1\ngroups 7\ngroups 7\ncores 1\n"),
+        ("missing-cores", b"rill-shape 1\ngroups 7\n"),
+        ("unknown-key", b"rill-shape 1\ngroups 7\ncores 1\nshards 2\n"),
+        ("not-a-number", b"rill-shape 1\ngroups many\ncores 1\n"),
+        ("overflow", b"rill-shape 1\ngroups 99999999999999999999\ncores 1\n"),
+        ("empty", b""),
+        ("crlf", b"rill-shape 1\r\ngroups 7\r\ncores 1\r\n"),
+        ("not-utf8", b"rill-shape 1\ngroups \xff7\ncores 1\n"),
+    ];
+    for (name, text) in shapes {
+        out.add("shape_file", name, text.to_vec());
+    }
+    // cold_pack: packs of one to four slices, damaged and whole, and
+    // recipes.
+    for i in 0..4usize {
+        let bodies: Vec<Vec<u8>> = (0..=i).map(|n| out.rng.bytes(1 + n * 97)).collect();
+        let parts: Vec<[&[u8]; 1]> = bodies.iter().map(|b| [&b[..]]).collect();
+        let names = ["x", "y", "z", "w"];
+        let specs: Vec<rill_cold::SliceSpec<'_>> = parts
+            .iter()
+            .enumerate()
+            .map(|(n, parts)| rill_cold::SliceSpec {
+                stream: names[n],
+                incarnation: n as u64 + 1,
+                start: 10 * n as u64,
+                parts: &parts[..],
+            })
+            .collect();
+        let pack = rill_cold::encode_pack(3, 1 << 16 | i as u64, "bucket", &specs).expect("a pack encodes");
+        out.add_damaged("cold_pack", &format!("pack{i}"), pack, 3);
+    }
+    for i in 0..4 {
+        let recipe = out.rng.bytes(40 + i * 120);
+        out.add("cold_pack", format!("recipe{i}"), recipe);
+    }
+    out.seeds
+}
+
+/// A new input derived from `input` (and sometimes `other`) by one to four
+/// random edits of the kinds a coverage-guided fuzzer makes.
+pub fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
+    let mut out = input.to_vec();
+    for _ in 0..rng.range(1, 4) {
+        let len = out.len();
+        match rng.below(9) {
+            0 if len > 0 => {
+                let at = rng.index(len);
+                out[at] ^= 1 << rng.below(8);
+            }
+            1 if len > 0 => {
+                let at = rng.index(len);
+                out[at] = rng.next_u64() as u8;
+            }
+            2 => out.truncate(rng.index(len + 1)),
+            3 => {
+                let at = rng.index(len + 1);
+                let n = rng.index(16) + 1;
+                let extra = rng.bytes(n);
+                out.splice(at..at, extra);
+            }
+            4 if len > 0 => {
+                let from = rng.index(len);
+                let n = rng.index(len - from) + 1;
+                let chunk = out[from..from + n].to_vec();
+                let at = rng.index(len + 1);
+                out.splice(at..at, chunk);
+            }
+            5 if !other.is_empty() => {
+                let at = rng.index(len + 1);
+                let from = rng.index(other.len());
+                out.truncate(at);
+                out.extend_from_slice(&other[from..]);
+            }
+            6 if len > 0 => {
+                let from = rng.index(len);
+                let n = rng.index(len - from) + 1;
+                out[from..from + n].fill(0);
+            }
+            7 if len >= 4 => {
+                let at = rng.index(len - 3);
+                let values = [0u32, 1, 0xff, 0xffff_ffff, len as u32, BLOCK as u32, 64 << 20];
+                let v = values[rng.index(values.len())];
+                out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            _ => {
+                let n = rng.index(64);
+                out.extend(rng.bytes(n));
+            }
+        }
+    }
+    out
+}
