@@ -13,7 +13,8 @@
 //! replays every WAL segment of every core directory in sequence order:
 //! a record whose index is at or below its group's commit index is already
 //! in the checkpoint and is skipped; the next one must carry exactly the
-//! next index and must apply as a mutation, else the log and the state
+//! next index (an Install record: any higher one, the installed snapshot's)
+//! and must apply as a mutation, else the log and the state
 //! disagree and open fails with `Corrupted`. A torn tail is accepted only
 //! at the end of a core's last segment (a crash mid-write); anything else
 //! that does not check out fails the open with `Corrupted` naming the file
@@ -203,7 +204,9 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
         if record.index <= current {
             continue;
         }
-        if record.index != current + 1 {
+        // An installed snapshot carries its own commit index, which may lie
+        // any distance ahead; a command carries exactly the next one.
+        if record.index != current + 1 && record.kind != RecordKind::Install {
             return Err(where_(&format!("group {g} jumps from index {current} to {}", record.index)));
         }
         match record.kind {
