@@ -9,6 +9,9 @@
 //!   purpose.
 //! * Decoder fuzz targets ([`targets`]) with their seed corpus and mutator
 //!   ([`corpus`]) and an input reader ([`cursor`]).
+//! * The deterministic simulation ([`sim`]): random operations, crashes and
+//!   I/O faults against the real state machine, WAL and recovery, checked
+//!   against the model; run by the `sim` binary and `tests/sim.rs`.
 //! * A seeded random number generator ([`rng`]) shared by both.
 
 pub mod corpus;
@@ -18,6 +21,7 @@ pub mod model_ops;
 pub mod model_rules;
 pub mod observe;
 pub mod rng;
+pub mod sim;
 pub mod targets;
 
 pub use model::Model;

@@ -1,0 +1,128 @@
+//! The comparisons between the machine's live groups and the reference
+//! model (SPEC §2): reads, and everything a group shows without a command.
+//!
+//! [`Sim::check_group`] runs after every step on the group the step
+//! touched, comparing its invariants, counters and each stream's head
+//! (integrity set-sums included), attributes, renewal need and producers
+//! (epoch and last seq, so deduplication state is compared across
+//! restarts); the read a step makes is compared byte for byte when it
+//! runs. Every few steps, after every restart and at the end of a run,
+//! every group is compared that way plus every retained byte of every
+//! stream, read back in chunks.
+
+use std::collections::BTreeMap;
+
+use rill_shard::api::Read;
+use rill_shard::StreamId;
+
+use super::world::Sim;
+
+/// How much of a group [`Sim::check_group`] compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// Invariants, hot bytes, stream count, commit index, next expiry.
+    Counters,
+    /// And every stream's head (integrity set-sums included), attributes,
+    /// renewal need and producers.
+    Views,
+    /// And every retained byte of every stream, read back in chunks.
+    Bytes,
+}
+use super::{ensure, guard, Fail};
+use crate::observe::Fault;
+
+impl Sim {
+    /// Reads on both sides; returns `(next_offset, up_to_date)` on success.
+    pub fn compare_read(
+        &self,
+        g: u32,
+        id: &StreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<Option<(u64, bool)>, Fail> {
+        let group = &self.groups[g as usize];
+        let req = Read::new(id.clone()).offset(offset).max_len(max_len);
+        let real = guard("read", || group.live.read(&req, self.now))?.map_err(|e| Fault::of(&e));
+        let model = group.model_live.read(id, offset, max_len, self.now);
+        match (&real, &model) {
+            (Ok(r), Ok(m)) => {
+                let same = r.offset == offset
+                    && r.payload[..] == m.bytes[..]
+                    && (r.next_offset, r.up_to_date, r.closed) == (m.next_offset, m.up_to_date, m.closed);
+                ensure(same, "read", || {
+                    format!(
+                        "{id} at {offset} len {max_len}: real {} bytes to {} (up to date {}, closed {}), \
+                         model {} bytes to {} ({}, {})",
+                        r.payload.len(),
+                        r.next_offset,
+                        r.up_to_date,
+                        r.closed,
+                        m.bytes.len(),
+                        m.next_offset,
+                        m.up_to_date,
+                        m.closed
+                    )
+                })?;
+                Ok(Some((r.next_offset, r.up_to_date)))
+            }
+            (Err(r), Err(m)) if r == m => Ok(None),
+            _ => Err(Fail::new("read", format!("{id} at {offset}: real {real:?}, model {model:?}"))),
+        }
+    }
+
+    /// Compares group `g` with its model, as deep as `depth` says.
+    pub fn check_group(&self, g: u32, depth: Depth) -> Result<(), Fail> {
+        let group = &self.groups[g as usize];
+        let (real, model) = (&group.live, &group.model_live);
+        guard("invariants", || real.check_invariants())?;
+        let counters = |hot, streams, commit, expiry| (hot, streams, commit, expiry);
+        let r = counters(real.hot_bytes(), real.stream_count(), real.commit_index(), real.next_expiry_ms());
+        let m = counters(
+            model.hot_bytes(),
+            model.streams.len() as u64,
+            model.commit_index,
+            model.next_expiry_ms(),
+        );
+        ensure(r == m, "counters", || {
+            format!("group {g} (hot bytes, streams, commit index, next expiry): real {r:?}, model {m:?}")
+        })?;
+        if depth == Depth::Counters {
+            return Ok(());
+        }
+        for id in self.setup.streams.iter().filter(|id| self.group_of(id) == g) {
+            let now = self.now;
+            let head = real.head(id, now).map_err(|e| Fault::of(&e));
+            let model_head = model.head(id, now);
+            ensure(head == model_head, "head", || format!("{id}: real {head:?}, model {model_head:?}"))?;
+            let attrs = real.get_attrs(id, now).map_err(|e| Fault::of(&e));
+            let model_attrs = model.get_attrs(id, now);
+            ensure(attrs == model_attrs, "attrs", || format!("{id}: real {attrs:?}, model {model_attrs:?}"))?;
+            ensure(real.renewal_due(id, now) == model.renewal_due(id, now), "renewal", || id.to_string())?;
+            let producers: Option<BTreeMap<String, (u64, u64)>> = real.stream(id).map(|s| {
+                s.producers()
+                    .iter()
+                    .map(|(p, state)| (p.clone(), (state.epoch(), state.last_seq())))
+                    .collect()
+            });
+            let model_producers: Option<BTreeMap<String, (u64, u64)>> = model.streams.get(id).map(|s| {
+                s.producers.iter().map(|(p, state)| (p.clone(), (state.epoch, state.last_seq))).collect()
+            });
+            ensure(producers == model_producers, "producers", || {
+                format!("{id}: real {producers:?}, model {model_producers:?}")
+            })?;
+            if depth != Depth::Bytes {
+                continue;
+            }
+            if let Ok(stream) = model.find(id, now) {
+                let mut offset = stream.retained;
+                for _ in 0..100_000 {
+                    match self.compare_read(g, id, offset, self.setup.limits.max_read_bytes)? {
+                        Some((next, false)) => offset = next,
+                        _ => break,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,598 @@
+//! The simulated machine and its oracle, side by side.
+//!
+//! The machine is what the engine runs on a core, minus threads and
+//! clocks: the real [`GroupState`] of every group (`live`), and per core the
+//! real [`WalLog`] writing through a [`SimDir`]. Mutations are applied to
+//! the live state and submitted to the log exactly as the runtime's group
+//! tasks do; checkpoints follow `shard/src/core/checkpoint.rs` phase by
+//! phase; a restart goes through the real `recover` and `consolidate` (see
+//! `restart.rs`).
+//!
+//! The oracle keeps, per group, the reference [`Model`] of everything
+//! applied (`model_live`), and of everything acknowledged (`model_durable`,
+//! with `shadow`, the real state machine's copy of the same prefix), plus
+//! the submitted but unacknowledged entries in log order (`pending`). An
+//! entry is acknowledged when the log's durable LSN covers it (SPEC §6).
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use rill_shard::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
+use rill_shard::command::{Command, Op};
+use rill_shard::group::GroupState;
+use rill_shard::log::{EntryBody, LogEntry, LogStore};
+use rill_shard::planted::{self, Bug};
+use rill_shard::wal::device::WalDir;
+use rill_shard::wal::{Durability, WalConfig, WalLog};
+use rill_shard::StreamId;
+
+use super::device::SimDir;
+use super::plan::{At, EpochPick, Life, Prod, SeqPick, Setup, SimOp, ATTRS, CONTENT_TYPES, PRODUCERS};
+use super::{ensure, guard, yields, Fail, Stats};
+use crate::model::Model;
+use crate::observe::observe;
+
+/// A core's checkpoint in progress (`shard/src/core/checkpoint.rs`).
+pub(super) enum Ckpt {
+    /// The cut is chosen; waiting until the log made it durable.
+    Wait { cut: u64 },
+    /// Writing the snapshot of each group that changed, one per phase.
+    Write { cut: u64, todo: VecDeque<u32> },
+    /// Every snapshot is renamed into place; the directory sync is next.
+    DirSync { cut: u64 },
+    /// Waiting for the log to retire the segments at or below the cut.
+    Retire { task: glommio::task::JoinHandle<()>, done: Rc<Cell<Option<bool>>> },
+}
+
+/// One core: its log, its device, its checkpoint.
+pub(super) struct Core {
+    pub log: Rc<WalLog>,
+    pub dir: SimDir,
+    pub checkpoint: Option<Ckpt>,
+    /// A submission failed: the core must stop (its state is ahead of its
+    /// log) and the machine restart.
+    pub submit_failed: bool,
+}
+
+impl Core {
+    pub fn start(core: usize, setup: &Setup) -> Core {
+        let dir = SimDir::new();
+        let config = WalConfig {
+            core: core as u32,
+            segment_bytes: setup.segment_bytes,
+            max_buffer_bytes: 1 << 30,
+            durability: Durability::Fsync,
+        };
+        let log = Rc::new(WalLog::start(Rc::new(dir.clone()) as Rc<dyn WalDir>, config));
+        Core { log, dir, checkpoint: None, submit_failed: false }
+    }
+
+    /// Stops the core's checkpoint task (its log stops when dropped).
+    pub fn stop(self) {
+        if let Some(Ckpt::Retire { task, .. }) = self.checkpoint {
+            task.cancel();
+        }
+    }
+}
+
+/// A logged entry, as the oracle remembers it.
+#[derive(Clone, Debug)]
+pub(super) enum Entry {
+    Command(Box<Command>),
+    /// An installed snapshot and the model of the state it holds.
+    Install(Vec<u8>, Box<Model>),
+}
+
+/// A submitted entry that is not acknowledged yet.
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    pub lsn: u64,
+    pub index: u64,
+    pub entry: Entry,
+    /// The request, if a client would retry it (a producer request).
+    pub retry: Option<Op>,
+}
+
+/// One group: the machine's state and the oracle's.
+pub(super) struct Group {
+    pub live: GroupState,
+    pub shadow: GroupState,
+    pub model_live: Model,
+    pub model_durable: Model,
+    pub pending: VecDeque<Pending>,
+    pub checkpointed_index: u64,
+    pub captures: Vec<(Vec<u8>, Model)>,
+}
+
+/// Checkpoint files: durable ones, and renamed ones whose directory is not
+/// synced yet (a power failure keeps the old or the new one).
+#[derive(Default)]
+pub(super) struct Checkpoints {
+    pub durable: BTreeMap<u32, Vec<u8>>,
+    pub renamed: BTreeMap<u32, Vec<u8>>,
+}
+
+/// The whole simulation.
+pub(super) struct Sim {
+    pub setup: Setup,
+    pub seed: u64,
+    pub cores: Vec<Core>,
+    pub groups: Vec<Group>,
+    pub checkpoints: Checkpoints,
+    pub now: u64,
+    pub payloads: u64,
+    /// Producer requests whose outcome a crash hid from their client.
+    pub lost: Vec<(u32, Op)>,
+    pub stats: Stats,
+    pub scratch: tempfile::TempDir,
+    /// The group the current step touched, for the per-step check.
+    pub touched: Option<u32>,
+    /// Allow installs of snapshots older than the group (see `SimOp::Install`).
+    pub stale_installs: bool,
+}
+
+/// Applies a logged entry to a state and its model (the way replay does).
+pub(super) fn apply_entry(
+    state: &mut GroupState,
+    model: &mut Model,
+    pending: &Pending,
+    setup: &Setup,
+) -> Result<(), Fail> {
+    match &pending.entry {
+        Entry::Command(cmd) => {
+            let applied = guard("apply", || state.apply(cmd, &mut Vec::new()))?;
+            ensure(applied.mutated && state.commit_index() == pending.index, "replay", || {
+                format!(
+                    "{:?} did not reproduce index {} (now {})",
+                    cmd.op,
+                    pending.index,
+                    state.commit_index()
+                )
+            })?;
+            model.apply(cmd);
+        }
+        Entry::Install(bytes, installed) => {
+            *state = GroupState::decode_snapshot(bytes, setup.limits.clone())
+                .map_err(|e| Fail::new("install", format!("snapshot does not decode: {e}")))?;
+            *model = Model::clone(installed);
+        }
+    }
+    Ok(())
+}
+
+impl Sim {
+    pub fn new(seed: u64, setup: Setup) -> Sim {
+        let groups = (0..setup.groups)
+            .map(|g| {
+                let state = GroupState::new(g, setup.groups, setup.limits.clone());
+                Group {
+                    live: state.clone(),
+                    shadow: state,
+                    model_live: Model::new(setup.limits.clone()),
+                    model_durable: Model::new(setup.limits.clone()),
+                    pending: VecDeque::new(),
+                    checkpointed_index: 0,
+                    captures: Vec::new(),
+                }
+            })
+            .collect();
+        let cores = (0..setup.cores).map(|c| Core::start(c, &setup)).collect();
+        Sim {
+            setup,
+            seed,
+            cores,
+            groups,
+            checkpoints: Checkpoints::default(),
+            now: 1_000_000,
+            payloads: 0,
+            lost: Vec::new(),
+            stats: Stats::default(),
+            scratch: crate::targets::scratch_dir(),
+            touched: None,
+            stale_installs: false,
+        }
+    }
+
+    pub fn group_of(&self, id: &StreamId) -> u32 {
+        id.placement(self.setup.groups, self.setup.cores).group
+    }
+
+    pub fn core_of(&self, group: u32) -> usize {
+        group as usize % self.setup.cores
+    }
+
+    pub fn groups_of_core(&self, core: usize) -> Vec<u32> {
+        (0..self.setup.groups).filter(|g| self.core_of(*g) == core).collect()
+    }
+
+    fn model(&self, id: &StreamId) -> &Model {
+        &self.groups[self.group_of(id) as usize].model_live
+    }
+
+    /// Below the universe size a pick names that stream; above it, one of
+    /// the stored streams (so most operations reach a stream that exists).
+    fn target(&self, pick: usize) -> StreamId {
+        let all = &self.setup.streams;
+        if pick < all.len() {
+            return all[pick].clone();
+        }
+        let stored: Vec<&StreamId> =
+            all.iter().filter(|id| self.model(id).streams.contains_key(id)).collect();
+        match stored.len() {
+            0 => all[pick % all.len()].clone(),
+            n => stored[pick % n].clone(),
+        }
+    }
+
+    fn producer(&self, id: &StreamId, prod: &Option<Prod>) -> Option<ProducerArgs> {
+        let prod = prod.as_ref()?;
+        let name = PRODUCERS[usize::from(prod.p) % PRODUCERS.len()];
+        let known = self.model(id).producer(id, name);
+        let current_epoch = known.map_or(0, |(epoch, _)| epoch);
+        let next = known.map_or(0, |(_, last)| last + 1);
+        let epoch = match prod.epoch {
+            EpochPick::Same => current_epoch,
+            EpochPick::Bump => current_epoch + 1,
+            EpochPick::Lower => current_epoch.saturating_sub(1),
+        };
+        let seq = match (prod.epoch, prod.seq) {
+            (EpochPick::Bump, SeqPick::Next) | (_, SeqPick::Zero) => 0,
+            (_, SeqPick::Next) => next,
+            (_, SeqPick::Back(k)) => next.saturating_sub(1 + u64::from(k)),
+            (_, SeqPick::Ahead(k)) => next + u64::from(k),
+        };
+        Some(ProducerArgs { id: name.to_string(), epoch, seq })
+    }
+
+    fn offset(&self, id: &StreamId, at: At) -> u64 {
+        let stream = self.model(id).streams.get(id);
+        let (tail, retained) = stream.map_or((0, 0), |st| (st.tail(), st.retained));
+        let snapshot = stream.and_then(|st| st.snapshots.keys().next_back().copied()).unwrap_or(tail);
+        match at {
+            At::Abs(n) => n,
+            At::FromTail(k) => tail.saturating_sub(k),
+            At::FromRetained(k) => retained + k,
+            At::Beyond(k) => tail + k,
+            At::BelowSnapshot(k) => snapshot.saturating_sub(k),
+        }
+    }
+
+    /// A fresh payload; distinct bytes make misplaced data visible.
+    fn payload(&mut self, len: u16) -> Bytes {
+        self.payloads += 1;
+        let seed = self.payloads;
+        (0..u64::from(len))
+            .map(|i| (seed.wrapping_mul(31).wrapping_add(i * 7)) as u8)
+            .collect::<Vec<u8>>()
+            .into()
+    }
+
+    /// Runs one operation (without the checks that follow every step).
+    pub async fn execute(&mut self, index: usize, op: &SimOp) -> Result<(), Fail> {
+        self.touched = None;
+        match op {
+            SimOp::Advance(ms) => self.now += ms,
+            SimOp::Create { s, ct, payload, closed, life, attrs, producer, seq } => {
+                let id = self.target(*s);
+                let mut req = Create::new(id.clone());
+                req.content_type = ct.map(|c| CONTENT_TYPES[usize::from(c) % 2].to_string());
+                req.initial_payload = payload.map(|len| self.payload(len));
+                req.closed = *closed;
+                (req.ttl_s, req.expires_at_ms) = match life {
+                    Life::Forever => (None, None),
+                    Life::Ttl(ttl) => (Some(*ttl), None),
+                    Life::ExpiresIn(ms) => (None, Some(self.now + ms)),
+                };
+                req.attrs = attrs.map(|a| ATTRS[usize::from(a) % ATTRS.len()].to_string());
+                req.producer = self.producer(&id, producer);
+                req.stream_seq = seq.map(|n| format!("{n:02}"));
+                self.command(&id, Op::Create(req))?;
+            }
+            SimOp::Append { s, len, ct, close_after, seq, producer } => {
+                let id = self.target(*s);
+                let mut req = Append::new(id.clone(), self.payload(*len)).close_after(*close_after);
+                req.content_type = ct.map(|c| CONTENT_TYPES[usize::from(c) % 2].to_string());
+                req.stream_seq = seq.map(|n| format!("{n:02}"));
+                req.producer = self.producer(&id, producer);
+                self.command(&id, Op::Append(req))?;
+            }
+            SimOp::Batch { s, lens, producer } => {
+                let id = self.target(*s);
+                let payloads = lens.iter().map(|len| self.payload(*len)).collect();
+                let mut req = AppendBatch::new(id.clone(), payloads);
+                req.producer = self.producer(&id, producer);
+                self.command(&id, Op::AppendBatch(req))?;
+            }
+            SimOp::Close { s, producer } => {
+                let id = self.target(*s);
+                let mut req = Close::new(id.clone());
+                req.producer = self.producer(&id, producer);
+                self.command(&id, Op::Close(req))?;
+            }
+            SimOp::Delete { s } => {
+                let id = self.target(*s);
+                self.command(&id, Op::Delete(id.clone()))?;
+            }
+            SimOp::SetAttrs { s, attrs } => {
+                let id = self.target(*s);
+                let attrs = attrs.map(|a| ATTRS[usize::from(a) % ATTRS.len()].to_string());
+                self.command(&id, Op::SetAttrs { id: id.clone(), attrs })?;
+            }
+            SimOp::Read { s, at, max_len } => {
+                let id = self.target(*s);
+                let g = self.group_of(&id);
+                self.touched = Some(g);
+                self.compare_read(g, &id, self.offset(&id, *at), usize::from(*max_len))?;
+                let group = &self.groups[g as usize];
+                let due = group.live.renewal_due(&id, self.now);
+                let model_due = group.model_live.renewal_due(&id, self.now);
+                ensure(due == model_due, "renewal", || format!("{id}: real {due}, model {model_due}"))?;
+                if due {
+                    self.command(&id, Op::Touch(id.clone()))?;
+                }
+            }
+            SimOp::Publish { s, at, variant } => {
+                let id = self.target(*s);
+                let offset = self.offset(&id, *at);
+                let req =
+                    PublishSnapshot::new(id.clone(), offset, vec![*variant; 3]).content_type("text/plain");
+                self.command(&id, Op::PublishSnapshot(req))?;
+            }
+            SimOp::Retain { s, at } => {
+                let id = self.target(*s);
+                let offset = self.offset(&id, *at);
+                self.command(&id, Op::AdvanceRetention { id: id.clone(), offset })?;
+            }
+            SimOp::ExpireDue { group } => self.command_in(*group, Op::ExpireDue, None)?,
+            SimOp::Capture { group } => {
+                let g = &mut self.groups[*group as usize];
+                g.captures.push((g.live.encode_snapshot(), g.model_live.clone()));
+                if g.captures.len() > 4 {
+                    g.captures.remove(0);
+                }
+            }
+            SimOp::Install { group, pick, ahead } => self.install(*group, usize::from(*pick), *ahead)?,
+            SimOp::Retry { pick } => {
+                if !self.lost.is_empty() {
+                    let (group, op) = self.lost.remove(usize::from(*pick) % self.lost.len());
+                    self.stats.retries += 1;
+                    self.command_in(group, op, None)?;
+                }
+            }
+            SimOp::Device { core, grants, fault } => {
+                let dir = self.cores[*core % self.cores.len()].dir.clone();
+                for i in 0..*grants {
+                    let fault = fault.filter(|(at, _)| *at == i).map(|(_, f)| f);
+                    if dir.waiting() == 0 {
+                        yields(2).await;
+                    }
+                    if !dir.grant(fault) {
+                        break;
+                    }
+                    self.stats.device_faults += u64::from(fault.is_some());
+                    yields(3).await;
+                }
+            }
+            SimOp::Settle => self.settle().await?,
+            SimOp::Checkpoint { core, phases } => {
+                for _ in 0..*phases {
+                    self.checkpoint_phase(*core % self.cores.len());
+                    yields(2).await;
+                }
+            }
+            SimOp::Crash { power_loss, corrupt, mid_flush, salt } => {
+                if *mid_flush {
+                    self.run_until_sync().await;
+                }
+                self.restart(*power_loss, *corrupt, *salt ^ index as u64).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Grants device operations (without faults) until each device waits
+    /// on a sync or on nothing.
+    async fn run_until_sync(&mut self) {
+        for core in 0..self.cores.len() {
+            for _ in 0..16 {
+                yields(3).await;
+                let dir = &self.cores[core].dir;
+                if matches!(dir.next_waiting(), None | Some("sync")) || !dir.grant(None) {
+                    break;
+                }
+            }
+        }
+        yields(3).await;
+    }
+
+    /// Grants every device operation until every log is idle.
+    pub async fn settle(&mut self) -> Result<(), Fail> {
+        for _ in 0..10_000 {
+            yields(3).await;
+            let mut granted = false;
+            for core in &self.cores {
+                granted |= core.dir.grant(None);
+            }
+            if !granted {
+                return Ok(());
+            }
+        }
+        Err(Fail::new("settle", "the logs never went idle".into()))
+    }
+
+    /// Applies a command for the stream `id` to its group.
+    fn command(&mut self, id: &StreamId, op: Op) -> Result<(), Fail> {
+        let retry = match &op {
+            Op::Create(Create { producer: Some(_), .. })
+            | Op::Append(Append { producer: Some(_), .. })
+            | Op::AppendBatch(AppendBatch { producer: Some(_), .. })
+            | Op::Close(Close { producer: Some(_), .. }) => Some(op.clone()),
+            _ => None,
+        };
+        self.command_in(self.group_of(id), op, retry)
+    }
+
+    /// Applies a command to group `g` and the model, compares what both
+    /// answer (SPEC §2), and logs it if it mutated.
+    fn command_in(&mut self, g: u32, op: Op, retry: Option<Op>) -> Result<(), Fail> {
+        self.touched = Some(g);
+        self.stats.commands += 1;
+        let cmd = Command { now_ms: self.now, op };
+        let group = &mut self.groups[g as usize];
+        let real = guard("apply", || {
+            let mut effects = Vec::new();
+            let applied = group.live.apply(&cmd, &mut effects);
+            observe(&applied, effects)
+        })?;
+        let model = group.model_live.apply(&cmd);
+        ensure(real == model, "reply", || {
+            format!("group {g}: {:?} at {}:\n  real  {real:?}\n  model {model:?}", cmd.op, cmd.now_ms)
+        })?;
+        if real.mutated {
+            let index = group.live.commit_index();
+            self.submit(g, index, Entry::Command(Box::new(cmd)), retry)?;
+        }
+        Ok(())
+    }
+
+    /// Installs a group snapshot the way the runtime does: decode, replace
+    /// the state, log an Install record at the snapshot's commit index.
+    fn install(&mut self, g: u32, pick: usize, ahead: u8) -> Result<(), Fail> {
+        let (bytes, model) = if ahead == 0 {
+            let group = &self.groups[g as usize];
+            if !self.stale_installs || group.captures.is_empty() {
+                return Ok(());
+            }
+            group.captures[pick % group.captures.len()].clone()
+        } else {
+            let ids: Vec<StreamId> =
+                self.setup.streams.iter().filter(|id| self.group_of(id) == g).cloned().collect();
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let payloads: Vec<Bytes> = (0..ahead).map(|_| self.payload(5)).collect();
+            let group = &self.groups[g as usize];
+            let (mut state, mut model) = (group.live.clone(), group.model_live.clone());
+            for (j, payload) in payloads.into_iter().enumerate() {
+                let id = ids[(pick + j) % ids.len()].clone();
+                let op = match model.find(&id, self.now) {
+                    Ok(_) => Op::Append(Append::new(id, payload)),
+                    Err(_) => Op::Create(Create::new(id)),
+                };
+                let cmd = Command { now_ms: self.now, op };
+                let real = guard("apply", || observe(&state.apply(&cmd, &mut Vec::new()), Vec::new()))?;
+                let expected = model.apply(&cmd);
+                ensure(real.result == expected.result, "reply", || {
+                    format!("group {g} (foreign copy): {:?}: real {real:?}, model {expected:?}", cmd.op)
+                })?;
+            }
+            if state.commit_index() <= group.live.commit_index() {
+                return Ok(());
+            }
+            (state.encode_snapshot(), model)
+        };
+        self.touched = Some(g);
+        let state = GroupState::decode_snapshot(&bytes, self.setup.limits.clone())
+            .map_err(|e| Fail::new("install", format!("snapshot does not decode: {e}")))?;
+        let index = state.commit_index();
+        let group = &mut self.groups[g as usize];
+        group.live = state;
+        group.model_live = model.clone();
+        self.stats.installs += 1;
+        self.submit(g, index, Entry::Install(bytes, Box::new(model)), None)
+    }
+
+    /// Hands an entry to the group's core log, as the group task does.
+    fn submit(&mut self, g: u32, index: u64, entry: Entry, retry: Option<Op>) -> Result<(), Fail> {
+        self.stats.mutations += 1;
+        let core = &mut self.cores[g as usize % self.setup.cores];
+        let body = match &entry {
+            Entry::Command(cmd) => EntryBody::Command(cmd.as_ref()),
+            Entry::Install(bytes, _) => EntryBody::Install(bytes),
+        };
+        let submitted = core.log.submit(LogEntry { group: g, index, body }).now_or_never();
+        match submitted {
+            Some(Ok(lsn)) => {
+                self.groups[g as usize].pending.push_back(Pending { lsn, index, entry, retry });
+                Ok(())
+            }
+            // The log failed: this entry is not logged and never may
+            // appear; the core stops and the machine restarts.
+            Some(Err(_)) => {
+                core.submit_failed = true;
+                Ok(())
+            }
+            None => Err(Fail::new("submit", "the log made a submission wait".into())),
+        }
+    }
+
+    /// Acknowledges every pending entry the logs made durable (with the
+    /// planted `AckBeforeDurable` bug: every submitted one).
+    pub fn acknowledge(&mut self) -> Result<(), Fail> {
+        for c in 0..self.cores.len() {
+            let log = &self.cores[c].log;
+            let durable =
+                if planted::active(Bug::AckBeforeDurable) { log.last_lsn() } else { log.durable_lsn() };
+            for g in self.groups_of_core(c) {
+                let group = &mut self.groups[g as usize];
+                while group.pending.front().is_some_and(|p| p.lsn <= durable) {
+                    let pending = group.pending.pop_front().expect("checked");
+                    apply_entry(&mut group.shadow, &mut group.model_durable, &pending, &self.setup)?;
+                    self.stats.acked += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances core `c`'s checkpoint by one phase.
+    fn checkpoint_phase(&mut self, c: usize) {
+        let next = match self.cores[c].checkpoint.take() {
+            None => Some(Ckpt::Wait { cut: self.cores[c].log.last_lsn() }),
+            Some(Ckpt::Wait { cut }) if self.cores[c].log.durable_lsn() >= cut => {
+                let todo = self
+                    .groups_of_core(c)
+                    .into_iter()
+                    .filter(|g| {
+                        let group = &self.groups[*g as usize];
+                        group.live.commit_index() != group.checkpointed_index
+                    })
+                    .collect();
+                Some(Ckpt::Write { cut, todo })
+            }
+            Some(Ckpt::Write { cut, mut todo }) => match todo.pop_front() {
+                Some(g) => {
+                    let group = &mut self.groups[g as usize];
+                    self.checkpoints.renamed.insert(g, group.live.encode_snapshot());
+                    group.checkpointed_index = group.live.commit_index();
+                    Some(Ckpt::Write { cut, todo })
+                }
+                None => Some(Ckpt::DirSync { cut }),
+            },
+            Some(Ckpt::DirSync { cut }) => {
+                let renamed = std::mem::take(&mut self.checkpoints.renamed);
+                self.checkpoints.durable.extend(renamed);
+                let log = self.cores[c].log.clone();
+                let done = Rc::new(Cell::new(None));
+                let flag = done.clone();
+                let task = glommio::spawn_local(async move {
+                    flag.set(Some(log.retire_through(cut).await.is_ok()));
+                })
+                .detach();
+                Some(Ckpt::Retire { task, done })
+            }
+            Some(Ckpt::Retire { task, done }) => match done.get() {
+                None => Some(Ckpt::Retire { task, done }),
+                Some(ok) => {
+                    self.stats.checkpoints += u64::from(ok);
+                    None
+                }
+            },
+            waiting => waiting,
+        };
+        self.cores[c].checkpoint = next;
+    }
+}
