@@ -93,3 +93,64 @@ fn install_of_an_older_snapshot_survives_recovery() {
     assert!(read_all(&b, &other).is_err(), "the install replaced the group");
     block_on(b.shutdown()).unwrap();
 }
+
+// ARCHITECTURE.md "Snapshots and retention": records entirely before the
+// retained offset are dropped and their digests move from `live` to
+// `evicted`; a record straddling it stays. Once records are flushed to a
+// cold chunk, retention drops whole chunks only: three flushed records and
+// retention past the first two leave all three live (and their cold bytes
+// kept), where the same log without the flush evicts two. Head's integrity
+// split then depends on when flushes ran (found while extending the
+// harness to the cold tier). Open: for the cold tier's owner to decide
+// between per-record eviction inside chunks and documenting chunk
+// granularity.
+#[test]
+#[ignore = "open: retention evicts flushed records per chunk, not per record"]
+fn retention_evicts_flushed_records_one_by_one() {
+    use bytes::Bytes;
+    use rill_shard::api::{Append, Create, PublishSnapshot};
+    use rill_shard::command::{Command, FlushCommit, Op, PackCommit, SliceCommit};
+    use rill_shard::group::{FlushLimits, GroupLimits, GroupState};
+    use rill_shard::integrity::SetSum;
+
+    let limits = GroupLimits { max_hot_bytes: u64::MAX, ..GroupLimits::default() };
+    let id = rill_shard::StreamId::new("b", "s").unwrap();
+    let run = |state: &mut GroupState, op: Op| state.apply(&Command { now_ms: 1, op }, &mut Vec::new());
+    let mut hot = GroupState::new(0, 1, limits);
+    run(&mut hot, Op::Create(Create::new(id.clone())));
+    for payload in [&b"aaa"[..], b"bbb", b"ccc"] {
+        run(&mut hot, Op::Append(Append::new(id.clone(), Bytes::copy_from_slice(payload))));
+    }
+    let mut flushed = hot.clone();
+    let plans = flushed.plan_flush(&FlushLimits { max_flush_bytes: 1 << 20, max_batch_bytes: 1 << 20 });
+    let packs = plans
+        .iter()
+        .map(|plan| PackCommit {
+            pack_id: plan.pack_id,
+            bucket: plan.bucket.clone(),
+            file: plan.file.clone(),
+            bytes: 9,
+            slices: plan
+                .slices
+                .iter()
+                .map(|s| {
+                    let mut sum = SetSum::default();
+                    for (start, bytes) in &s.records {
+                        sum.add_record(*start, bytes);
+                    }
+                    let records = s.records.len() as u64;
+                    let (stream, incarnation, start, end) = (s.stream.clone(), s.incarnation, s.start, s.end);
+                    SliceCommit { stream, incarnation, start, end, records, sum }
+                })
+                .collect(),
+        })
+        .collect();
+    assert!(run(&mut flushed, Op::FlushCommit(FlushCommit { packs })).mutated);
+    for state in [&mut hot, &mut flushed] {
+        run(state, Op::PublishSnapshot(PublishSnapshot::new(id.clone(), 7, Bytes::from_static(b"s"))));
+        run(state, Op::AdvanceRetention { id: id.clone(), offset: 7 });
+    }
+    let (hot, flushed) = (hot.head(&id, 1).unwrap(), flushed.head(&id, 1).unwrap());
+    assert_eq!(hot.integrity.evicted.records, 2);
+    assert_eq!(flushed.integrity, hot.integrity, "the integrity split depends on whether a flush ran");
+}
