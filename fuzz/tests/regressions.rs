@@ -58,15 +58,12 @@ fn install_that_jumps_the_commit_index_survives_recovery() {
 }
 
 // SPEC §7 + §6: installing a snapshot whose commit index is not above the
-// group's own (a snapshot of an engine that is behind) is acknowledged, but
-// recovery skips its Install record and every later record up to the old
-// index, because it skips records "at or below the group's commit index":
-// after a restart the group is back to its pre-install state, or the open
-// fails with `Corrupted` (found by the simulation with `--stale-installs`).
-// Open: the fix (reject such installs, or give installed states a fresh
-// index, or order replay by LSN) belongs to the runtime's install path.
+// group's own (a snapshot of an engine that is behind) used to be
+// acknowledged and then lost at restart, because recovery skips records at
+// or below a group's commit index (found by the simulation with
+// `--stale-installs`). Such an install is now refused with a typed error
+// and changes nothing; a later restart shows the group as it was.
 #[test]
-#[ignore = "open bug: installing an older group snapshot does not survive a restart"]
 fn install_of_an_older_snapshot_survives_recovery() {
     use futures::executor::block_on;
     let (source, target) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -83,14 +80,15 @@ fn install_of_an_older_snapshot_survives_recovery() {
     for _ in 0..3 {
         block_on(b.append(rill::Append::new(other.clone(), &b"x"[..]))).unwrap();
     }
-    assert_eq!(block_on(b.install_group_snapshot(snapshot)).unwrap(), 2);
-    block_on(b.append(rill::Append::new(id.clone(), &b"new"[..]))).unwrap();
+    let err = block_on(b.install_group_snapshot(snapshot)).unwrap_err();
+    assert_eq!(err.code(), rill::ErrorCode::BadRequest);
+    assert_eq!(read_all(&b, &other).unwrap(), b"xxx", "a refused install changes nothing");
     block_on(b.shutdown()).unwrap();
     drop(b);
 
     let b = one_group(target.path());
-    assert_eq!(read_all(&b, &id).unwrap(), b"oldnew");
-    assert!(read_all(&b, &other).is_err(), "the install replaced the group");
+    assert_eq!(read_all(&b, &other).unwrap(), b"xxx");
+    assert!(read_all(&b, &id).is_err(), "the refused snapshot never landed");
     block_on(b.shutdown()).unwrap();
 }
 
@@ -101,11 +99,12 @@ fn install_of_an_older_snapshot_survives_recovery() {
 // retention past the first two leave all three live (and their cold bytes
 // kept), where the same log without the flush evicts two. Head's integrity
 // split then depends on when flushes ran (found while extending the
-// harness to the cold tier). Open: for the cold tier's owner to decide
-// between per-record eviction inside chunks and documenting chunk
-// granularity.
+// harness to the cold tier). Chunk granularity is the documented behaviour
+// (ARCHITECTURE.md, "Snapshots and retention"); this test records what
+// per-record eviction would look like, should chunks ever keep per-record
+// digests.
 #[test]
-#[ignore = "open: retention evicts flushed records per chunk, not per record"]
+#[ignore = "documented: retention evicts flushed records per chunk, not per record"]
 fn retention_evicts_flushed_records_one_by_one() {
     use bytes::Bytes;
     use rill_shard::api::{Append, Create, PublishSnapshot};

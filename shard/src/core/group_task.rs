@@ -399,7 +399,10 @@ impl Group {
 
     async fn install(&self, core: &Rc<Core>, snapshot: GroupSnapshot, tx: ReplyTx, sent_at: Instant) {
         let kind = LatencyKind::Other;
-        let group_count = self.state.borrow().group_count();
+        let (group_count, current) = {
+            let state = self.state.borrow();
+            (state.group_count(), state.commit_index())
+        };
         let decoded = GroupState::decode_snapshot(&snapshot.bytes, core.limits.group.clone()).and_then(|s| {
             if s.group() != self.id || s.group_count() != group_count {
                 Err(Error::new(ErrorKind::PlacementMismatch {
@@ -407,6 +410,14 @@ impl Group {
                     received_group: s.group(),
                     reason: "snapshot was taken from a different group or engine shape",
                 }))
+            } else if s.commit_index() <= current {
+                // The log orders a group's entries by commit index; a state
+                // that does not move the group forward could not be told
+                // apart from entries it already holds at recovery.
+                Err(Error::bad_request(format!(
+                    "snapshot at commit index {} is not ahead of the group's {current}",
+                    s.commit_index()
+                )))
             } else {
                 Ok(s)
             }
