@@ -60,9 +60,10 @@ fn install_that_jumps_the_commit_index_survives_recovery() {
 // SPEC §7 + §6: installing a snapshot whose commit index is not above the
 // group's own (a snapshot of an engine that is behind) used to be
 // acknowledged and then lost at restart, because recovery skips records at
-// or below a group's commit index (found by the simulation with
-// `--stale-installs`). Such an install is now refused with a typed error
-// and changes nothing; a later restart shows the group as it was.
+// or below a group's commit index (found by the simulation, whose installs
+// include older captured snapshots). Such an install is now refused with a
+// typed error and changes nothing; a later restart shows the group as it
+// was.
 #[test]
 fn install_of_an_older_snapshot_survives_recovery() {
     use futures::executor::block_on;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sim [--seed S] [--seeds N] [--ops N] [--shrink] [--keep LIST]
-//!     [--check-every K] [--plant BUG] [--jobs J] [--quiet] [--stale-installs]
+//!     [--check-every K] [--plant BUG] [--jobs J] [--quiet]
 //! ```
 //!
 //! Runs seeds `S .. S+N` (default one seed, 0) of `--ops` operations each
@@ -31,7 +31,6 @@ struct Args {
     bug: Option<Bug>,
     jobs: usize,
     quiet: bool,
-    stale_installs: bool,
 }
 
 fn parse_bug(name: &str) -> Result<Bug, String> {
@@ -61,7 +60,6 @@ fn parse() -> Result<Args, String> {
         bug: None,
         jobs: 1,
         quiet: false,
-        stale_installs: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -77,7 +75,6 @@ fn parse() -> Result<Args, String> {
             "--plant" => args.bug = Some(parse_bug(&value()?)?),
             "--jobs" => args.jobs = (number(value()?)? as usize).max(1),
             "--quiet" => args.quiet = true,
-            "--stale-installs" => args.stale_installs = true,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -95,9 +92,6 @@ fn replay(args: &Args, seed: u64, keep: Option<&[usize]>) -> String {
     }
     if let Some(bug) = args.bug {
         cmd += &format!(" --plant {}", bug_name(bug));
-    }
-    if args.stale_installs {
-        cmd += " --stale-installs";
     }
     cmd
 }
@@ -130,7 +124,7 @@ fn main() -> ExitCode {
     let args = match parse() {
         Ok(args) => args,
         Err(why) => {
-            eprintln!("{why}\nusage: sim [--seed S] [--seeds N] [--ops N] [--shrink] [--keep LIST] [--check-every K] [--plant BUG] [--jobs J] [--quiet] [--stale-installs]");
+            eprintln!("{why}\nusage: sim [--seed S] [--seeds N] [--ops N] [--shrink] [--keep LIST] [--check-every K] [--plant BUG] [--jobs J] [--quiet]");
             return ExitCode::from(2);
         }
     };
@@ -156,7 +150,6 @@ fn main() -> ExitCode {
                     keep: args.keep.clone(),
                     full_check_every: args.check_every,
                     bug: args.bug,
-                    stale_installs: args.stale_installs,
                 };
                 let result = run(&config);
                 failed.fetch_add(u64::from(result.failure.is_some()), Ordering::Relaxed);

@@ -55,14 +55,11 @@ pub struct SimConfig {
     pub full_check_every: usize,
     /// A planted bug to run with (teeth tests only).
     pub bug: Option<Bug>,
-    /// Also install snapshots older than the group's state. Off by default:
-    /// recovery mishandles them (FUZZING.md, "Found").
-    pub stale_installs: bool,
 }
 
 impl SimConfig {
     pub fn new(seed: u64, ops: usize) -> Self {
-        SimConfig { seed, ops, keep: None, full_check_every: 16, bug: None, stale_installs: false }
+        SimConfig { seed, ops, keep: None, full_check_every: 16, bug: None }
     }
 }
 
@@ -83,6 +80,8 @@ pub struct Stats {
     pub corruptions_harmless: u64,
     pub checkpoints: u64,
     pub installs: u64,
+    /// Installs of a snapshot that was not ahead of the group, refused.
+    pub installs_refused: u64,
     pub retries: u64,
     /// Unacknowledged entries that a restart kept, and ones it dropped.
     pub recovered_unacked: u64,
@@ -105,6 +104,7 @@ impl Stats {
             (&mut self.corruptions_harmless, other.corruptions_harmless),
             (&mut self.checkpoints, other.checkpoints),
             (&mut self.installs, other.installs),
+            (&mut self.installs_refused, other.installs_refused),
             (&mut self.retries, other.retries),
             (&mut self.recovered_unacked, other.recovered_unacked),
             (&mut self.lost_unacked, other.lost_unacked),
@@ -121,7 +121,7 @@ impl fmt::Display for Stats {
             f,
             "{} steps, {} commands, {} logged, {} acked, {} restarts ({} power losses, {} with unsynced \
              bytes), {} device faults, \
-             {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs, \
+             {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused), \
              {} retries, unacked kept/dropped {}/{}",
             self.steps,
             self.commands,
@@ -136,6 +136,7 @@ impl fmt::Display for Stats {
             self.corruptions_harmless,
             self.checkpoints,
             self.installs,
+            self.installs_refused,
             self.retries,
             self.recovered_unacked,
             self.lost_unacked
@@ -248,7 +249,7 @@ pub fn run(config: &SimConfig) -> Report {
     let every = config.full_check_every.max(1);
     let tracker = progress.clone();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        executor.run(drive(seed, setup, selected.clone(), every, config.stale_installs, tracker))
+        executor.run(drive(seed, setup, selected.clone(), every, tracker))
     }));
     planted::plant(None);
     drop(executor);
@@ -273,11 +274,9 @@ async fn drive(
     setup: plan::Setup,
     ops: Vec<(usize, SimOp)>,
     every: usize,
-    stale_installs: bool,
     progress: Rc<Cell<(usize, usize)>>,
 ) -> Report {
     let mut sim = Sim::new(seed, setup);
-    sim.stale_installs = stale_installs;
     let end = ops.last().map_or(0, |(i, _)| i + 1);
     let epilogue = [
         (end, SimOp::Settle),

@@ -157,7 +157,7 @@ pub enum SimOp {
     /// Install a group snapshot (SPEC §7), logged as an Install record:
     /// with `ahead > 0`, one from an engine of the same shape that has this
     /// group's history plus `ahead` more appends; with `ahead == 0`, a
-    /// captured, older one (only with `SimConfig::stale_installs`).
+    /// captured, older one, which the runtime refuses.
     Install {
         group: u32,
         pick: u8,

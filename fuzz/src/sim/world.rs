@@ -130,8 +130,6 @@ pub(super) struct Sim {
     pub scratch: tempfile::TempDir,
     /// The group the current step touched, for the per-step check.
     pub touched: Option<u32>,
-    /// Allow installs of snapshots older than the group (see `SimOp::Install`).
-    pub stale_installs: bool,
 }
 
 /// Applies a logged entry to a state and its model (the way replay does).
@@ -192,7 +190,6 @@ impl Sim {
             stats: Stats::default(),
             scratch: crate::targets::scratch_dir(),
             touched: None,
-            stale_installs: false,
         }
     }
 
@@ -458,12 +455,13 @@ impl Sim {
         Ok(())
     }
 
-    /// Installs a group snapshot the way the runtime does: decode, replace
-    /// the state, log an Install record at the snapshot's commit index.
+    /// Installs a group snapshot the way the runtime does: decode, refuse
+    /// one that does not move the group forward, replace the state, log an
+    /// Install record at the snapshot's commit index.
     fn install(&mut self, g: u32, pick: usize, ahead: u8) -> Result<(), Fail> {
         let (bytes, model) = if ahead == 0 {
             let group = &self.groups[g as usize];
-            if !self.stale_installs || group.captures.is_empty() {
+            if group.captures.is_empty() {
                 return Ok(());
             }
             group.captures[pick % group.captures.len()].clone()
@@ -499,6 +497,13 @@ impl Sim {
             .map_err(|e| Fail::new("install", format!("snapshot does not decode: {e}")))?;
         let index = state.commit_index();
         let group = &mut self.groups[g as usize];
+        if index <= group.live.commit_index() {
+            // The runtime refuses a snapshot that does not move the group
+            // forward (ARCHITECTURE.md, "Group snapshot install"): nothing
+            // changes, nothing is logged.
+            self.stats.installs_refused += 1;
+            return Ok(());
+        }
         group.live = state;
         group.model_live = model.clone();
         self.stats.installs += 1;
