@@ -141,14 +141,14 @@ async fn run_task(e: Engine, task: u64, seed: u64, ops: usize, models: &mut BTre
                 }
             }
             8 if rng.below(4) == 0 => {
-                if e.close(id).await.is_ok() {
-                    m.closed = true;
-                }
+                let closed = e.close(id).await.is_ok();
+                assert_eq!(closed, m.exists, "{id}: close succeeds exactly on existing streams");
+                m.closed |= closed;
             }
             _ if rng.below(6) == 0 => {
-                if e.delete(id).await.is_ok() {
-                    *m = StreamModel::default();
-                }
+                let deleted = e.delete(id).await.is_ok();
+                assert_eq!(deleted, m.exists, "{id}: delete succeeds exactly on existing streams");
+                *m = StreamModel::default();
             }
             _ => {}
         }
