@@ -109,9 +109,8 @@ fn install_of_an_older_snapshot_survives_recovery() {
 fn retention_evicts_flushed_records_one_by_one() {
     use bytes::Bytes;
     use rill_shard::api::{Append, Create, PublishSnapshot};
-    use rill_shard::command::{Command, FlushCommit, Op, PackCommit, SliceCommit};
+    use rill_shard::command::{Command, FlushCommit, Op, PackCommit};
     use rill_shard::group::{FlushLimits, GroupLimits, GroupState};
-    use rill_shard::integrity::SetSum;
 
     let limits = GroupLimits { max_hot_bytes: u64::MAX, ..GroupLimits::default() };
     let id = rill_shard::StreamId::new("b", "s").unwrap();
@@ -123,28 +122,7 @@ fn retention_evicts_flushed_records_one_by_one() {
     }
     let mut flushed = hot.clone();
     let plans = flushed.plan_flush(&FlushLimits { max_flush_bytes: 1 << 20, max_batch_bytes: 1 << 20 });
-    let packs = plans
-        .iter()
-        .map(|plan| PackCommit {
-            pack_id: plan.pack_id,
-            bucket: plan.bucket.clone(),
-            file: plan.file.clone(),
-            bytes: 9,
-            slices: plan
-                .slices
-                .iter()
-                .map(|s| {
-                    let mut sum = SetSum::default();
-                    for (start, bytes) in &s.records {
-                        sum.add_record(*start, bytes);
-                    }
-                    let records = s.records.len() as u64;
-                    let (stream, incarnation, start, end) = (s.stream.clone(), s.incarnation, s.start, s.end);
-                    SliceCommit { stream, incarnation, start, end, records, sum }
-                })
-                .collect(),
-        })
-        .collect();
+    let packs: Vec<PackCommit> = plans.iter().map(|plan| plan.commit(9)).collect();
     assert!(run(&mut flushed, Op::FlushCommit(FlushCommit { packs })).mutated);
     for state in [&mut hot, &mut flushed] {
         run(state, Op::PublishSnapshot(PublishSnapshot::new(id.clone(), 7, Bytes::from_static(b"s"))));

@@ -23,10 +23,9 @@ use futures::channel::oneshot;
 use super::envelope::{Envelope, Reply, Request};
 use super::group_task::Group;
 use super::Core;
-use crate::command::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
+use crate::command::{CompactCommit, FlushCommit, PackCommit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::group::{ColdPiece, FlushLimits};
-use crate::integrity::SetSum;
 
 /// Cold-tier settings of a core.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,31 +175,7 @@ async fn flush_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>, force:
             let summary =
                 rill_cold::write_pack(&dir, &plan.file, group_id, plan.pack_id, &plan.bucket, &specs)
                     .map_err(cold_error)?;
-            let slices = plan
-                .slices
-                .iter()
-                .map(|s| {
-                    let mut sum = SetSum::default();
-                    for (start, bytes) in &s.records {
-                        sum.add_record(*start, bytes);
-                    }
-                    SliceCommit {
-                        stream: s.stream.clone(),
-                        incarnation: s.incarnation,
-                        start: s.start,
-                        end: s.end,
-                        records: s.records.len() as u64,
-                        sum,
-                    }
-                })
-                .collect();
-            packs.push(PackCommit {
-                pack_id: plan.pack_id,
-                bucket: plan.bucket.clone(),
-                file: plan.file.clone(),
-                bytes: summary.bytes,
-                slices,
-            });
+            packs.push(plan.commit(summary.bytes));
         }
         Ok::<_, Error>(packs)
     })

@@ -107,6 +107,38 @@ pub struct SlicePlan {
     pub records: Vec<(u64, Bytes)>,
 }
 
+impl SlicePlan {
+    /// The commit of this slice once written: its records' count and the
+    /// set-sum of their digests (what the chunk will carry for integrity).
+    pub fn commit(&self) -> SliceCommit {
+        let mut sum = SetSum::default();
+        for (start, bytes) in &self.records {
+            sum.add_record(*start, bytes);
+        }
+        SliceCommit {
+            stream: self.stream.clone(),
+            incarnation: self.incarnation,
+            start: self.start,
+            end: self.end,
+            records: self.records.len() as u64,
+            sum,
+        }
+    }
+}
+
+impl PackPlan {
+    /// The commit of this pack once written as a file of `bytes` bytes.
+    pub fn commit(&self, bytes: u64) -> PackCommit {
+        PackCommit {
+            pack_id: self.pack_id,
+            bucket: self.bucket.clone(),
+            file: self.file.clone(),
+            bytes,
+            slices: self.slices.iter().map(SlicePlan::commit).collect(),
+        }
+    }
+}
+
 /// A compaction to perform: cold chunks `inputs` of a stream become one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompactPlan {
