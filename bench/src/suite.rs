@@ -59,6 +59,8 @@ pub struct Profile {
     /// A: record sizes; one client with this window.
     pub a_sizes: Vec<usize>,
     pub a_window: usize,
+    /// A with `append_batch` ([`A_BATCHES`]): record sizes.
+    pub a_batch_sizes: Vec<usize>,
     /// B: cells; clients × window in flight.
     pub b_cells: Vec<FanIn>,
     pub b_clients: usize,
@@ -84,6 +86,9 @@ pub struct Profile {
 
 const KIB: usize = 1024;
 
+/// A's batched cells: `(requests in flight, records per request)`.
+pub const A_BATCHES: (usize, usize) = (4, 64);
+
 impl Profile {
     /// About two minutes on two cores: every workload, short cells.
     pub fn quick() -> Profile {
@@ -94,6 +99,7 @@ impl Profile {
             floor_time: Duration::from_millis(200),
             a_sizes: vec![100, KIB, 16 * KIB],
             a_window: 128,
+            a_batch_sizes: vec![KIB],
             b_cells: vec![
                 FanIn { streams: 1000, zipf: false, record_bytes: KIB },
                 FanIn { streams: 1000, zipf: false, record_bytes: 256 },
@@ -140,6 +146,7 @@ impl Profile {
             floor_time: Duration::from_millis(700),
             a_sizes: vec![100, KIB, 16 * KIB],
             a_window: 128,
+            a_batch_sizes: vec![100, KIB],
             b_cells,
             b_clients: 4,
             b_window: 64,
@@ -174,6 +181,7 @@ impl Profile {
             floor_time: Duration::from_millis(30),
             a_sizes: vec![KIB],
             a_window: 8,
+            a_batch_sizes: vec![KIB],
             b_cells: vec![FanIn { streams: 50, zipf: true, record_bytes: 100 }],
             b_clients: 2,
             b_window: 8,
@@ -309,21 +317,21 @@ fn plan(opts: &SuiteOptions) -> Vec<Step> {
             let mut peers: Vec<&str> = vec!["rill"];
             peers.extend(opts.peers.iter().map(String::as_str).filter(|p| peers::supports(p, mode)));
             if wants(Workload::A) {
-                for &record_bytes in &p.a_sizes {
+                let single = p.a_sizes.iter().map(|&b| (b, p.a_window, 1));
+                let (window, batch) = A_BATCHES;
+                let batched = p.a_batch_sizes.iter().map(|&b| (b, window, batch));
+                for (record_bytes, window, batch) in single.chain(batched) {
                     let shape =
-                        IngestShape { streams: 1, zipf: false, clients: 1, window: p.a_window, record_bytes };
+                        IngestShape { streams: 1, zipf: false, clients: 1, window, record_bytes, batch };
+                    let cell = if batch == 1 {
+                        "1 stream".to_string()
+                    } else {
+                        format!("1 stream, batches of {batch}")
+                    };
                     k += 1;
                     for peer in rotated(&peers, k) {
-                        let cell = "1 stream".to_string();
-                        push(
-                            Workload::A,
-                            Some(mode),
-                            cell,
-                            record_bytes,
-                            peer,
-                            rep,
-                            Action::Ingest(shape.clone()),
-                        );
+                        let action = Action::Ingest(shape.clone());
+                        push(Workload::A, Some(mode), cell.clone(), record_bytes, peer, rep, action);
                     }
                 }
             }
@@ -335,6 +343,7 @@ fn plan(opts: &SuiteOptions) -> Vec<Step> {
                         clients: p.b_clients,
                         window: p.b_window,
                         record_bytes: c.record_bytes,
+                        batch: 1,
                     };
                     k += 1;
                     for peer in rotated(&peers, k) {
@@ -609,7 +618,7 @@ mod tests {
         let o = opts(&["fjall", "okaywal"]);
         let steps = plan(&o);
         let p = &o.profile;
-        let a_b_c = p.a_sizes.len() + p.b_cells.len() + p.c_rates.len();
+        let a_b_c = p.a_sizes.len() + p.a_batch_sizes.len() + p.b_cells.len() + p.c_rates.len();
         let per_rep_durable = a_b_c * 3 + p.d_readers.len() + p.f_cells.len() * p.f_sizes.len() + 1;
         let per_rep_relaxed = a_b_c * 2 + p.d_readers.len() + p.f_cells.len() * p.f_sizes.len() + 1;
         let per_rep = 1 + per_rep_durable + per_rep_relaxed + 4;

@@ -1,10 +1,13 @@
 //! Workloads A and B: closed-loop append throughput.
 //!
-//! `clients` client threads each keep `window` appends in flight (rill: a
+//! `clients` client threads each keep `window` requests in flight (rill: a
 //! `futures::executor::block_on` loop over a `FuturesUnordered` of
-//! `engine.append` calls; a peer: one [`SyncStore::write`] of `window`
-//! records at a time). Each request picks its stream uniformly or by Zipf
-//! rank over `streams` streams. A is one stream; B is many.
+//! `engine.append` calls, or of `engine.append_batch` calls of `batch`
+//! records to one stream when `batch > 1`; a peer: one
+//! [`SyncStore::write`] of `window × batch` records at a time, so a peer
+//! always gets at least the batching rill gets). Each request picks its
+//! stream uniformly or by Zipf rank over `streams` streams. A is one
+//! stream; B is many.
 //!
 //! Every run has an unmeasured warm-up and a measured time. Throughput
 //! counts records acknowledged inside the measured time; latency is taken
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use hdrhistogram::Histogram;
-use rill::{Append, Engine, StreamId};
+use rill::{Append, AppendBatch, Engine, StreamId};
 
 use crate::peers::SyncStore;
 use crate::retry::retrying;
@@ -35,6 +38,8 @@ pub struct IngestShape {
     pub clients: usize,
     pub window: usize,
     pub record_bytes: usize,
+    /// Records per request (1: `append`; more: `append_batch`).
+    pub batch: usize,
 }
 
 /// Warm-up and measured time of a run.
@@ -103,9 +108,7 @@ pub fn rill(
         let handles: Vec<_> = (0..shape.clients)
             .map(|c| {
                 let (payload, picker) = (&payload, &picker);
-                scope.spawn(move || {
-                    rill_client(engine, ids, picker, shape.window, payload, clock, seed + c as u64)
-                })
+                scope.spawn(move || rill_client(engine, ids, picker, shape, payload, clock, seed + c as u64))
             })
             .collect();
         handles.into_iter().map(|h| h.join().expect("client thread")).collect()
@@ -125,11 +128,15 @@ fn rill_client(
     engine: &Engine,
     ids: &[StreamId],
     picker: &Picker,
-    window: usize,
+    shape: &IngestShape,
     payload: &Bytes,
     clock: Clock,
     seed: u64,
 ) -> Result<Tally> {
+    if shape.batch > 1 {
+        return rill_batch_client(engine, ids, picker, shape, payload, clock, seed);
+    }
+    let window = shape.window;
     futures::executor::block_on(async {
         let len = payload.len() as u64;
         let mut rng = Rng::new(seed);
@@ -171,6 +178,72 @@ fn rill_client(
     })
 }
 
+/// [`rill_client`] with `append_batch` requests of `shape.batch` records.
+fn rill_batch_client(
+    engine: &Engine,
+    ids: &[StreamId],
+    picker: &Picker,
+    shape: &IngestShape,
+    payload: &Bytes,
+    clock: Clock,
+    seed: u64,
+) -> Result<Tally> {
+    futures::executor::block_on(async {
+        let len = payload.len() as u64;
+        let n = shape.batch as u64;
+        let mut rng = Rng::new(seed);
+        let mut tally =
+            Tally { in_window: 0, latency: latency_histogram(), acked: vec![0; ids.len()], retries: 0 };
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            if Instant::now() < clock.stop {
+                while in_flight.len() < shape.window {
+                    let s = picker.pick(&mut rng);
+                    let id = &ids[s];
+                    in_flight.push(async move {
+                        let began = Instant::now();
+                        let (reply, retries) = retrying(|| {
+                            engine.append_batch(AppendBatch::new(
+                                id.clone(),
+                                vec![payload.clone(); shape.batch],
+                            ))
+                        })
+                        .await;
+                        (s, began, Instant::now(), reply, retries)
+                    });
+                }
+            }
+            let Some((s, began, answered, reply, retries)) = in_flight.next().await else { break };
+            let reply = reply?;
+            tally.retries += retries;
+            if reply.items.len() as u64 != n {
+                return Err(
+                    format!("batch to {} answered {} items for {n}", ids[s], reply.items.len()).into()
+                );
+            }
+            for item in reply.items {
+                let item = item?;
+                if item.next_offset - item.start_offset != len || item.deduplicated {
+                    return Err(format!(
+                        "batch item of {} answered [{}, {})",
+                        ids[s], item.start_offset, item.next_offset
+                    )
+                    .into());
+                }
+            }
+            tally.acked[s] += n;
+            if began >= clock.from {
+                let ns = answered.saturating_duration_since(began).as_nanos().max(1) as u64;
+                tally.latency.saturating_record_n(ns, n);
+            }
+            if clock.inside(answered) {
+                tally.in_window += n;
+            }
+        }
+        Ok(tally)
+    })
+}
+
 /// Runs the shape against a peer.
 pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u64) -> Result<Outcome> {
     let payload = filler(shape.record_bytes, seed);
@@ -184,13 +257,14 @@ pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u6
                     let mut rng = Rng::new(seed + c as u64);
                     let mut tally =
                         Tally { in_window: 0, latency: latency_histogram(), acked: Vec::new(), retries: 0 };
-                    let mut keys = Vec::with_capacity(shape.window);
+                    let per_call = shape.window * shape.batch;
+                    let mut keys = Vec::with_capacity(per_call);
                     // Sequence numbers carry the client in their top bits,
                     // so clients writing one stream never collide.
                     let mut seq = (c as u64) << 48;
                     while Instant::now() < clock.stop {
                         keys.clear();
-                        for _ in 0..shape.window {
+                        for _ in 0..per_call {
                             keys.push((picker.pick(&mut rng) as u64, seq));
                             seq += 1;
                         }
