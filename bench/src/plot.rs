@@ -152,6 +152,29 @@ fn curve(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     pts
 }
 
+/// Height of one legend row under a latency panel.
+const LEGEND_ROW: f64 = 14.0;
+
+/// A decade of microseconds, compactly: `0.1`, `10`, `1k`, `100k`, `10M`.
+fn axis_us(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.0}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k", v / 1e3)
+    } else if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Legend rows a latency panel needs.
+fn legend_rows(summaries: &[Summary], mode: Mode) -> usize {
+    let series =
+        summaries.iter().filter(|s| s.key.workload == Workload::C && s.key.mode == Some(mode)).count() + 1;
+    series.div_ceil(2)
+}
+
 /// A curve: name, colour, dash style, points.
 type Series = (String, &'static str, usize, Vec<(f64, f64)>);
 
@@ -167,6 +190,12 @@ fn latency_panel(out: &mut String, summaries: &[Summary], mode: Mode, left: f64,
         let cell = s.key.cell.split(" over").next().unwrap_or(&s.key.cell).to_string();
         series.push((format!("{} {}", s.key.peer, cell), color(&s.key.peer), dash, curve(&s.merged)));
     }
+    // rill first, then the peers in a fixed order; rates in order within.
+    let rank = |name: &str| {
+        let peer = name.split(' ').next().unwrap_or("");
+        ["rill", "fjall", "redb", "okaywal", "nats"].iter().position(|p| *p == peer).unwrap_or(9)
+    };
+    series.sort_by_key(|s| (rank(&s.0), s.2));
     let (label, block) = floor_latency_label(mode);
     if let Some(f) = find(summaries, Workload::Floor, None, label, block, "floor") {
         series.push((format!("floor: {label}"), color("floor"), 0, curve(&f.merged)));
@@ -208,7 +237,7 @@ fn latency_panel(out: &mut String, summaries: &[Summary], mode: Mode, left: f64,
             left + w,
             left - 4.0,
             py(v) + 4.0,
-            if v >= 1.0 { format!("{v:.0}") } else { format!("{v}") }
+            axis_us(v)
         );
     }
     let dashes = ["", "6,3", "2,3", "8,3,2,3"];
@@ -224,14 +253,16 @@ fn latency_panel(out: &mut String, summaries: &[Summary], mode: Mode, left: f64,
             dashes[dash % dashes.len()],
             esc(name)
         );
-        let ly = top + 14.0 + i as f64 * 14.0;
+        // The legend goes below the panel, in two columns.
+        let lx = left + (i % 2) as f64 * (w / 2.0);
+        let ly = top + h + 44.0 + (i / 2) as f64 * LEGEND_ROW;
         let _ = writeln!(
             out,
             r#"<line x1="{0:.0}" y1="{ly:.0}" x2="{1:.0}" y2="{ly:.0}" stroke="{col}" stroke-width="2" stroke-dasharray="{2}"/><text x="{3:.0}" y="{4:.0}">{5}</text>"#,
-            left + 8.0,
-            left + 30.0,
+            lx,
+            lx + 22.0,
             dashes[dash % dashes.len()],
-            left + 34.0,
+            lx + 26.0,
             ly + 4.0,
             esc(name)
         );
@@ -257,9 +288,10 @@ pub fn svg(run: &RunInfo, machine: &Machine, summaries: &[Summary]) -> String {
     let bars_h = bars(&mut body, summaries, 36.0);
     let top = 36.0 + bars_h + 30.0;
     let (pw, ph) = (430.0, 300.0);
-    latency_panel(&mut body, summaries, Mode::Durable, 60.0, top, pw, ph);
-    latency_panel(&mut body, summaries, Mode::Relaxed, 60.0 + pw + 60.0, top, pw, ph);
-    let height = top + ph + 50.0;
+    latency_panel(&mut body, summaries, Mode::Durable, 50.0, top, pw, ph);
+    latency_panel(&mut body, summaries, Mode::Relaxed, 50.0 + pw + 50.0, top, pw, ph);
+    let rows = legend_rows(summaries, Mode::Durable).max(legend_rows(summaries, Mode::Relaxed));
+    let height = top + ph + 50.0 + rows as f64 * LEGEND_ROW + 10.0;
     format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH:.0}" height="{height:.0}" viewBox="0 0 {WIDTH:.0} {height:.0}" font-family="sans-serif" font-size="11">
 <style>.title {{ font-size: 13px; font-weight: bold; }} .head {{ font-size: 14px; }}</style>
@@ -284,6 +316,14 @@ mod tests {
         assert!(c.len() > 50);
         assert!(c.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].0 < w[1].0));
         assert!(curve(&latency_histogram()).is_empty());
+    }
+
+    #[test]
+    fn axis_labels_are_compact() {
+        assert_eq!(axis_us(0.1), "0.1");
+        assert_eq!(axis_us(100.0), "100");
+        assert_eq!(axis_us(10_000.0), "10k");
+        assert_eq!(axis_us(10_000_000.0), "10M");
     }
 
     #[test]

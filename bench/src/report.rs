@@ -722,6 +722,20 @@ pub fn json_lines(run: &RunInfo, machine: &Machine, samples: &[Sample], summarie
         m.insert("p99_us".into(), stat_json(s.p99_us));
         m.insert("p999_us".into(), stat_json(s.p999_us));
         m.insert("max_us".into(), stat_json(s.max_us));
+        // Percentiles of every repetition's latencies together (what the
+        // plot draws).
+        let merged: serde_json::Map<String, Value> = [50.0, 90.0, 99.0, 99.9, 99.99]
+            .into_iter()
+            .map(|p: f64| {
+                let v = if s.merged.is_empty() {
+                    0.0
+                } else {
+                    s.merged.value_at_quantile(p / 100.0) as f64 / 1000.0
+                };
+                (format!("{p}"), json!(round(v, 1)))
+            })
+            .collect();
+        m.insert("all_reps_percentiles_us".into(), Value::Object(merged));
         let extra: serde_json::Map<String, Value> =
             s.extra.iter().map(|(k, v)| (k.to_string(), stat_json(*v))).collect();
         m.insert("extra".into(), Value::Object(extra));
