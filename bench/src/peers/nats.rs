@@ -35,11 +35,24 @@ pub fn server_binary() -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join("nats-server")).find(|p| p.is_file())
 }
 
+/// A running `nats-server`, killed (and reaped) when dropped, whatever
+/// path leaves the function that started it.
+#[derive(Debug)]
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[derive(Debug)]
 pub struct NatsStore {
-    server: Child,
     runtime: tokio::runtime::Runtime,
     js: jetstream::Context,
+    // Declared last: dropped after the client.
+    _server: Server,
 }
 
 fn free_port() -> Result<u16> {
@@ -63,7 +76,7 @@ impl NatsStore {
         );
         let conf_path = dir.join("nats.conf");
         std::fs::write(&conf_path, conf)?;
-        let mut server = Command::new(&bin)
+        let server = Command::new(&bin)
             .arg("-c")
             .arg(&conf_path)
             .stdin(Stdio::null())
@@ -71,14 +84,13 @@ impl NatsStore {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("starting {}: {e}", bin.display()))?;
+        let server = Server(server);
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let started = Instant::now();
         let client = loop {
             match runtime.block_on(async_nats::connect(format!("127.0.0.1:{port}"))) {
                 Ok(c) => break c,
                 Err(e) if started.elapsed() > Duration::from_secs(10) => {
-                    let _ = server.kill();
-                    let _ = server.wait();
                     return Err(format!("nats-server on port {port} did not accept connections: {e}").into());
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
@@ -95,11 +107,9 @@ impl NatsStore {
             ..Default::default()
         }));
         if let Err(e) = created {
-            let _ = server.kill();
-            let _ = server.wait();
             return Err(format!("creating the JetStream stream: {e}").into());
         }
-        Ok(NatsStore { server, runtime, js })
+        Ok(NatsStore { runtime, js, _server: server })
     }
 }
 
@@ -118,16 +128,8 @@ impl SyncStore for NatsStore {
         })
     }
 
-    fn close(mut self: Box<Self>) -> Result<()> {
-        let _ = self.server.kill();
-        self.server.wait()?;
+    fn close(self: Box<Self>) -> Result<()> {
+        drop(self); // the server is stopped with it
         Ok(())
-    }
-}
-
-impl Drop for NatsStore {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
     }
 }
