@@ -88,7 +88,10 @@ impl Engine {
             "recovery done"
         );
         let cold_dir = config.data_dir.join("cold");
-        remove_orphan_packs(&cold_dir, &recovered.states)?;
+        let orphans = rill_shard::core::cold::remove_orphan_packs(&cold_dir, &recovered.states)?;
+        if orphans > 0 {
+            tracing::info!(count = orphans, "removed orphan pack files");
+        }
         let mut states: Vec<Option<GroupState>> = recovered.states.into_iter().map(Some).collect();
         let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(&config));
         let c = &config.cold;
@@ -424,27 +427,6 @@ impl Drop for Inner {
             std::mem::forget(self.lock.lock().take());
         }
     }
-}
-
-/// Removes pack files no group references: flushes written but never
-/// committed before a crash, and their temporary files.
-fn remove_orphan_packs(dir: &std::path::Path, states: &[GroupState]) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create cold directory", &e))?;
-    let referenced: std::collections::HashSet<String> =
-        states.iter().flat_map(|s| s.referenced_files()).collect();
-    let mut orphans = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list cold directory", &e))? {
-        let entry = entry.map_err(|e| Error::io("list cold directory", &e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !referenced.contains(&name) {
-            orphans.push(name);
-        }
-    }
-    if !orphans.is_empty() {
-        tracing::info!(count = orphans.len(), "removing orphan pack files");
-        rill_shard::core::cold::remove_files(dir, &orphans)?;
-    }
-    Ok(())
 }
 
 /// The default log: one WAL per core under `<data>/wal/core-<n>/`.

@@ -132,6 +132,11 @@ impl Gate {
         }
     }
 
+    /// Closes an opened gate again: what was durable stays durable.
+    pub fn close(&self) {
+        self.open.store(false, SeqCst);
+    }
+
     /// Submissions currently held at the gate.
     pub fn waiting(&self) -> u64 {
         self.waiting.load(SeqCst)
@@ -141,7 +146,8 @@ impl Gate {
     pub fn log_factory(self: &Arc<Self>) -> LogFactory {
         let gate = self.clone();
         Arc::new(move |_core| {
-            Box::new(GatedLog { gate: gate.clone(), next: Default::default() }) as Box<dyn LogStore>
+            Box::new(GatedLog { gate: gate.clone(), next: Default::default(), durable: Default::default() })
+                as Box<dyn LogStore>
         })
     }
 }
@@ -152,6 +158,8 @@ impl Gate {
 pub struct GatedLog {
     gate: Arc<Gate>,
     next: std::cell::Cell<Lsn>,
+    /// Last entry submitted while the gate was open (durable for good).
+    durable: std::cell::Cell<Lsn>,
 }
 
 impl LogStore for GatedLog {
@@ -164,6 +172,9 @@ impl LogStore for GatedLog {
             }
             let lsn = self.next.get() + 1;
             self.next.set(lsn);
+            if gate.open.load(SeqCst) {
+                self.durable.set(lsn);
+            }
             Ok(lsn)
         })
     }
@@ -174,17 +185,19 @@ impl LogStore for GatedLog {
 
     fn durable_lsn(&self) -> Lsn {
         if self.gate.hold_durability && !self.gate.open.load(SeqCst) {
-            0
+            self.durable.get()
         } else {
+            self.durable.set(self.next.get());
             self.next.get()
         }
     }
 
-    fn wait_durable(&self, _lsn: Lsn) -> LocalFuture<'_, rill::Result<()>> {
+    fn wait_durable(&self, lsn: Lsn) -> LocalFuture<'_, rill::Result<()>> {
         let gate = self.gate.clone();
         Box::pin(async move {
-            if gate.hold_durability {
+            if gate.hold_durability && lsn > self.durable.get() {
                 gate.pass().await;
+                self.durable.set(self.next.get());
             }
             Ok(())
         })

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Config, Create, Engine, ErrorClass, ErrorCode, Read, StreamId};
-use rill_tests::{find_stream, sid};
+use rill_tests::{find_stream, sid, Gate};
 
 fn config(dir: &Path) -> Config {
     Config::new(dir).cores(2).groups(8).background_flush(false)
@@ -124,6 +124,43 @@ fn shared_pack_lives_until_its_last_stream_and_buckets_stay_apart() {
         assert_eq!(read_all(&e, &b1).await, format!("data of {b1}").into_bytes());
         e.shutdown().await.unwrap();
     });
+}
+
+// SPEC §6 (regression, `gc_waits_for_the_commands_that_queued_it`): GC
+// removes a file only once the command that released it is durable. A
+// delete applied but not yet durable may still be undone by a crash, which
+// would bring back a stream whose cold bytes were already removed.
+#[test]
+fn gc_waits_for_the_commands_that_queued_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::holding_durability();
+    gate.open();
+    let engine = Engine::open(config(dir.path()).cores(1).groups(1).log_factory(gate.log_factory())).unwrap();
+    let id = sid("b", "s");
+    futures::executor::block_on(async {
+        engine.create(Create::new(id.clone()).initial_payload(b"cold bytes".to_vec())).await.unwrap();
+        assert_eq!(engine.flush_cold().await.unwrap(), 1);
+    });
+    assert_eq!(pack_files(dir.path()).len(), 1);
+    gate.close();
+    let deleter = {
+        let (engine, id) = (engine.clone(), id.clone());
+        std::thread::spawn(move || futures::executor::block_on(engine.delete(&id)))
+    };
+    while engine.metrics().streams != 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let collector = {
+        let engine = engine.clone();
+        std::thread::spawn(move || futures::executor::block_on(engine.run_gc()))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(pack_files(dir.path()).len(), 1, "GC removed a file its non-durable delete released");
+    gate.open();
+    deleter.join().unwrap().unwrap();
+    assert_eq!(collector.join().unwrap().unwrap(), 1);
+    assert!(pack_files(dir.path()).is_empty(), "once the delete is durable the file goes");
+    futures::executor::block_on(engine.shutdown()).unwrap();
 }
 
 // SPEC §4: beyond max_hot_bytes_per_group appends fail with a temporary

@@ -10,7 +10,10 @@
 //! Workers of one core never overlap (one lock), so two plans of the same
 //! group are never in flight together. Removing a file always happens
 //! before the GC acknowledgement is committed, so a crash between the two
-//! only repeats an idempotent removal.
+//! only repeats an idempotent removal; and only after the commands that
+//! queued the files for removal are durable (a durability barrier through
+//! the group's queue), so a crash can never bring back a reference to a
+//! removed file.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -200,6 +203,11 @@ async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result
     if due.is_empty() {
         return Ok(0);
     }
+    // The commands that queued these entries (a delete, a retention, a
+    // purge, a stale commit) were applied before they were durable. Until
+    // they are, a crash may undo them and leave the files referenced
+    // again: wait for every entry submitted so far before removing any.
+    commit(group, Request::Barrier).await?;
     if let Some(store) = &core.cold_store {
         for (_, file) in &due {
             store.forget(file);
@@ -226,6 +234,27 @@ pub fn remove_files(dir: &Path, files: &[String]) -> Result<()> {
         }
     }
     crate::wal::device::sync_dir(dir)
+}
+
+/// Removes the pack files in `dir` that no group of `states` references:
+/// flushes and compactions written but never committed before a crash,
+/// and their temporary files. Returns how many it removed.
+pub fn remove_orphan_packs(dir: &Path, states: &[crate::group::GroupState]) -> Result<usize> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create cold directory", &e))?;
+    let referenced: std::collections::HashSet<String> =
+        states.iter().flat_map(|s| s.referenced_files()).collect();
+    let mut orphans = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list cold directory", &e))? {
+        let entry = entry.map_err(|e| Error::io("list cold directory", &e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !referenced.contains(&name) {
+            orphans.push(name);
+        }
+    }
+    if !orphans.is_empty() {
+        remove_files(dir, &orphans)?;
+    }
+    Ok(orphans.len())
 }
 
 async fn compact_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result<u64> {

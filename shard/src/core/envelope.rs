@@ -70,6 +70,9 @@ pub enum Request {
     GcAck(Vec<u64>),
     /// Internal: commit a written compaction.
     CompactCommit(crate::command::CompactCommit),
+    /// Internal: answer `Done` once every entry the group submitted before
+    /// this request is durable (a durability barrier).
+    Barrier,
 }
 
 impl Request {

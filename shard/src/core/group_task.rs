@@ -136,6 +136,7 @@ impl Group {
             Request::FlushCommit(c) => self.mutate(core, Op::FlushCommit(c), reply, sent_at, kind).await,
             Request::GcAck(seqs) => self.mutate(core, Op::GcAck { seqs }, reply, sent_at, kind).await,
             Request::CompactCommit(c) => self.mutate(core, Op::CompactCommit(c), reply, sent_at, kind).await,
+            Request::Barrier => answer(Ok(Reply::Done), reply),
             Request::Read(read) => {
                 let result = self.read_now(core, &read, now);
                 self.renew(core, &read.id, now).await;
