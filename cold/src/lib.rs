@@ -15,6 +15,7 @@
 
 mod error;
 pub mod pack;
+pub mod planted;
 
 pub use error::{ColdError, ColdErrorKind, Result};
 pub use pack::{

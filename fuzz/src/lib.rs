@@ -17,6 +17,7 @@
 pub mod corpus;
 pub mod cursor;
 pub mod model;
+pub mod model_cold;
 pub mod model_ops;
 pub mod model_rules;
 pub mod observe;

@@ -59,6 +59,25 @@ pub struct ModelStream {
     pub attrs: Option<String>,
     /// offset -> (content type, payload)
     pub snapshots: BTreeMap<u64, (String, Vec<u8>)>,
+    /// The commit index that created this stream (flush and compaction
+    /// commits name it, so a re-created stream is told apart).
+    pub incarnation: u64,
+    /// Every record starting below this offset was moved to the cold tier.
+    pub flushed: u64,
+    /// The flushed ranges retention has not dropped, contiguous, ending at
+    /// `flushed`.
+    pub chunks: Vec<ModelChunk>,
+}
+
+/// A flushed range of a stream: the records `[start, end)` held by one
+/// slice of one pack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelChunk {
+    pub start: u64,
+    pub end: u64,
+    pub records: u64,
+    pub pack: u64,
+    pub slice: u32,
 }
 
 impl ModelStream {
@@ -77,6 +96,9 @@ impl ModelStream {
             producers: BTreeMap::new(),
             attrs: None,
             snapshots: BTreeMap::new(),
+            incarnation: 0,
+            flushed: 0,
+            chunks: Vec::new(),
         }
     }
 
@@ -103,16 +125,29 @@ impl ModelStream {
         self.records.iter().copied().filter(|(_, end)| *end > self.retained)
     }
 
-    /// Bytes the real machine still holds for this stream.
+    /// Records not flushed that retention has not dropped: the bytes the
+    /// real machine holds in memory.
+    pub fn hot_records(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.live_records().filter(|(start, _)| *start >= self.flushed)
+    }
+
+    /// Bytes the real machine holds in memory for this stream.
     pub fn hot_bytes(&self) -> u64 {
-        self.live_records().map(|(start, end)| end - start).sum()
+        self.hot_records().map(|(start, end)| end - start).sum()
+    }
+
+    /// Whether the record `[start, end)` lies in a flushed range that
+    /// retention kept (retention drops flushed ranges whole: a record in
+    /// a kept range stays live even when it ends below the retained start).
+    fn in_kept_chunk(&self, start: u64, end: u64) -> bool {
+        self.chunks.first().is_some_and(|c| start >= c.start && end <= self.flushed)
     }
 
     pub fn integrity(&self) -> Integrity {
         let mut integrity = Integrity { live: SetSum::default(), evicted: SetSum::default() };
         for (start, end) in self.records.iter().copied() {
             let digest = record_digest(start, &self.data[start as usize..end as usize]);
-            if end > self.retained {
+            if end > self.retained || self.in_kept_chunk(start, end) {
                 integrity.live.add_digest(digest);
             } else {
                 integrity.evicted.add_digest(digest);
@@ -145,11 +180,43 @@ pub struct Model {
     pub commit_index: u64,
     pub buckets: BTreeSet<String>,
     pub streams: BTreeMap<StreamId, ModelStream>,
+    pub cold: ModelCold,
+}
+
+/// A pack file some chunk still uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelPack {
+    pub bucket: String,
+    pub file: String,
+    /// Chunks (over all streams) that use it.
+    pub users: u32,
+}
+
+/// A file queued for removal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelGc {
+    pub file: String,
+    pub bucket: String,
+    pub not_before_ms: u64,
+}
+
+/// The group's pack files and removal queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelCold {
+    pub packs: BTreeMap<u64, ModelPack>,
+    pub gc: BTreeMap<u64, ModelGc>,
+    pub next_gc: u64,
 }
 
 impl Model {
     pub fn new(limits: GroupLimits) -> Self {
-        Model { limits, commit_index: 0, buckets: BTreeSet::new(), streams: BTreeMap::new() }
+        Model {
+            limits,
+            commit_index: 0,
+            buckets: BTreeSet::new(),
+            streams: BTreeMap::new(),
+            cold: ModelCold::default(),
+        }
     }
 
     /// The live stream, or the not-found fault SPEC §2 gives.

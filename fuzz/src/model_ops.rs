@@ -35,9 +35,10 @@ impl Model {
             Op::PublishSnapshot(req) => self.publish(req, now),
             Op::AdvanceRetention { id, offset } => self.retain(id, *offset, now),
             Op::ExpireDue => self.expire(now, &mut effects),
-            Op::FlushCommit(_) | Op::GcAck { .. } | Op::PurgeBucket { .. } | Op::CompactCommit(_) => {
-                panic!("the model does not cover cold-tier operations")
-            }
+            Op::FlushCommit(commit) => self.flush(commit),
+            Op::GcAck { seqs } => self.gc_ack(seqs),
+            Op::PurgeBucket { bucket } => self.purge(bucket, &mut effects),
+            Op::CompactCommit(commit) => self.compact(commit, now),
         };
         Observed { result, mutated: self.commit_index != before, effects }
     }
@@ -83,10 +84,11 @@ impl Model {
         if others >= self.limits.max_streams_per_group {
             return Err(Fault::with(ErrorCode::TooManyStreams, &[self.limits.max_streams_per_group]));
         }
+        self.room(req.initial_payload.as_ref().map_or(0, |p| p.len() as u64))?;
 
         self.commit_index += 1;
         if replacing {
-            self.streams.remove(&req.id);
+            self.drop_stream(&req.id);
             effects.push(Effect::Removed(req.id.clone()));
         }
         self.buckets.insert(req.id.bucket().to_string());
@@ -95,6 +97,7 @@ impl Model {
         stream.expires_at_ms = req.expires_at_ms;
         stream.attrs = req.attrs.clone();
         stream.stream_seq = req.stream_seq.clone();
+        stream.incarnation = self.commit_index;
         let payload = req.initial_payload.as_deref().unwrap_or(&[]);
         if !payload.is_empty() {
             stream.push(payload);
@@ -140,6 +143,7 @@ impl Model {
             return Err(Fault::with(ErrorCode::StreamClosed, &[stream.tail()]));
         }
         stream_seq_ok(stream, req.stream_seq.as_deref())?;
+        self.room(req.payload.len() as u64)?;
 
         self.commit_index += 1;
         let mut stream = self.streams.remove(&req.id).expect("found above");
@@ -186,6 +190,8 @@ impl Model {
         if req.payloads.iter().all(|p| p.is_empty()) {
             return every(Fault::new(ErrorCode::EmptyAppend), self.commit_index);
         }
+        // Admitted whole or not at all (SPEC §4).
+        self.room(req.payloads.iter().map(|p| p.len() as u64).sum())?;
 
         self.commit_index += 1;
         let mut stream = self.streams.remove(&req.id).expect("found above");
@@ -246,7 +252,7 @@ impl Model {
     fn delete(&mut self, id: &StreamId, now: u64, effects: &mut Vec<Effect>) -> Answer {
         self.find(id, now)?;
         self.commit_index += 1;
-        self.streams.remove(id);
+        self.drop_stream(id);
         effects.push(Effect::Removed(id.clone()));
         Ok(Outcome::Deleted { commit_index: self.commit_index })
     }
@@ -322,6 +328,10 @@ impl Model {
         let stream = self.find_mut(id, now)?;
         stream.retained = offset;
         stream.snapshots.retain(|at, _| *at >= offset);
+        // Flushed ranges go whole, once they end at or below the start.
+        let gone = stream.chunks.iter().take_while(|c| c.end <= offset).count();
+        let dropped: Vec<_> = stream.chunks.drain(..gone).collect();
+        self.release(dropped, 0);
         Ok(Outcome::Retention { retained_offset: offset, commit_index: self.commit_index })
     }
 
@@ -331,7 +341,7 @@ impl Model {
         if !removed.is_empty() {
             self.commit_index += 1;
             for id in &removed {
-                self.streams.remove(id);
+                self.drop_stream(id);
                 effects.push(Effect::Removed(id.clone()));
             }
         }

@@ -78,45 +78,20 @@ impl Item {
 /// A successful answer to a command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Created {
-        already_exists: bool,
-        next_offset: u64,
-        commit_index: u64,
-    },
+    Created { already_exists: bool, next_offset: u64, commit_index: u64 },
     Appended(Item),
-    Batch {
-        items: Vec<Result<Item, Fault>>,
-        commit_index: u64,
-    },
-    Closed {
-        next_offset: u64,
-        already_closed: bool,
-        commit_index: u64,
-    },
-    Deleted {
-        commit_index: u64,
-    },
-    AttrsSet {
-        commit_index: u64,
-    },
-    Touched {
-        renewed: bool,
-    },
-    Snapshot {
-        offset: u64,
-        already_existed: bool,
-        commit_index: u64,
-    },
-    Retention {
-        retained_offset: u64,
-        commit_index: u64,
-    },
-    Expired {
-        removed: Vec<StreamId>,
-    },
-    /// A cold-tier response (flush, GC, purge, compaction), which the model
-    /// does not cover yet.
-    Cold(String),
+    Batch { items: Vec<Result<Item, Fault>>, commit_index: u64 },
+    Closed { next_offset: u64, already_closed: bool, commit_index: u64 },
+    Deleted { commit_index: u64 },
+    AttrsSet { commit_index: u64 },
+    Touched { renewed: bool },
+    Snapshot { offset: u64, already_existed: bool, commit_index: u64 },
+    Retention { retained_offset: u64, commit_index: u64 },
+    Expired { removed: Vec<StreamId> },
+    Flushed { chunks: u64, stale: u64 },
+    GcAcked { removed: u64 },
+    Purged { removed_streams: u64, pending_removals: u64 },
+    Compacted { replaced: bool },
 }
 
 /// Everything a command's application shows to the outside.
@@ -159,7 +134,14 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
                 Outcome::Retention { retained_offset: *retained_offset, commit_index: *commit_index }
             }
             Response::Expired { removed } => Outcome::Expired { removed: removed.clone() },
-            other => Outcome::Cold(format!("{other:?}")),
+            Response::Flushed { chunks, stale_slices } => {
+                Outcome::Flushed { chunks: *chunks, stale: *stale_slices }
+            }
+            Response::GcAcked { removed } => Outcome::GcAcked { removed: *removed },
+            Response::Purged { removed_streams, pending_gc_entries } => {
+                Outcome::Purged { removed_streams: *removed_streams, pending_removals: *pending_gc_entries }
+            }
+            Response::Compacted { replaced } => Outcome::Compacted { replaced: *replaced },
         }),
     };
     Observed { result, mutated: applied.mutated, effects }

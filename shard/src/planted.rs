@@ -26,12 +26,29 @@ pub enum Bug {
     SkipRecordChecksum = 3,
     /// Recovery applies every replayed command twice (`wal/recovery.rs`).
     ReplayTwice = 4,
+    /// A read that crosses from cold into hot bytes takes its hot part one
+    /// byte late (`group/read.rs`).
+    ColdHotBoundary = 5,
+    /// Pack slices are served without checking their BLAKE3 digest
+    /// (`rill_cold::pack::format::verify_slice`).
+    SkipPackChecksum = 6,
+    /// The simulation's GC removes files without waiting for the commands
+    /// that queued them to be durable (planted in `rill-fuzz`; the runtime
+    /// waits in `core/cold.rs`).
+    GcBeforeDurable = 7,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 4] =
-        [Bug::AckBeforeDurable, Bug::DurableBeforeSync, Bug::SkipRecordChecksum, Bug::ReplayTwice];
+    pub const ALL: [Bug; 7] = [
+        Bug::AckBeforeDurable,
+        Bug::DurableBeforeSync,
+        Bug::SkipRecordChecksum,
+        Bug::ReplayTwice,
+        Bug::ColdHotBoundary,
+        Bug::SkipPackChecksum,
+        Bug::GcBeforeDurable,
+    ];
 }
 
 thread_local! {
@@ -41,6 +58,7 @@ thread_local! {
 /// Plants `bug` on the calling thread (`None` removes it).
 pub fn plant(bug: Option<Bug>) {
     PLANTED.with(|p| p.set(bug.map_or(0, |b| b as u8)));
+    rill_cold::planted::skip_slice_checksum(bug == Some(Bug::SkipPackChecksum));
 }
 
 /// True when `bug` is planted on the calling thread.

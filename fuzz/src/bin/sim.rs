@@ -46,6 +46,9 @@ fn bug_name(bug: Bug) -> &'static str {
         Bug::DurableBeforeSync => "durable-before-sync",
         Bug::SkipRecordChecksum => "skip-record-checksum",
         Bug::ReplayTwice => "replay-twice",
+        Bug::ColdHotBoundary => "cold-hot-boundary",
+        Bug::SkipPackChecksum => "skip-pack-checksum",
+        Bug::GcBeforeDurable => "gc-before-durable",
     }
 }
 

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use rill_shard::api::Read;
+use rill_shard::group::GroupState;
 use rill_shard::StreamId;
 
 use super::world::Sim;
@@ -29,6 +30,7 @@ pub enum Depth {
     Bytes,
 }
 use super::{ensure, guard, Fail};
+use crate::model::Model;
 use crate::observe::Fault;
 
 impl Sim {
@@ -42,7 +44,15 @@ impl Sim {
     ) -> Result<Option<(u64, bool)>, Fail> {
         let group = &self.groups[g as usize];
         let req = Read::new(id.clone()).offset(offset).max_len(max_len);
-        let real = guard("read", || group.live.read(&req, self.now))?.map_err(|e| Fault::of(&e));
+        let plan = guard("read", || group.live.read_plan(&req, self.now))?;
+        let real = match plan {
+            Ok(plan) => match self.resolve(plan)? {
+                Some(reply) => Ok(reply),
+                // Refused on a pack damaged on purpose: allowed.
+                None => return Ok(None),
+            },
+            Err(e) => Err(Fault::of(&e)),
+        };
         let model = group.model_live.read(id, offset, max_len, self.now);
         match (&real, &model) {
             (Ok(r), Ok(m)) => {
@@ -86,9 +96,14 @@ impl Sim {
         ensure(r == m, "counters", || {
             format!("group {g} (hot bytes, streams, commit index, next expiry): real {r:?}, model {m:?}")
         })?;
+        let limit = self.setup.limits.max_hot_bytes;
+        ensure(real.hot_bytes() <= limit, "hot-limit", || {
+            format!("group {g} holds {} hot bytes, above its limit {limit}", real.hot_bytes())
+        })?;
         if depth == Depth::Counters {
             return Ok(());
         }
+        compare_cold(g, real, model)?;
         for id in self.setup.streams.iter().filter(|id| self.group_of(id) == g) {
             let now = self.now;
             let head = real.head(id, now).map_err(|e| Fault::of(&e));
@@ -125,4 +140,41 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// The group's packs, removal queue and every stream's chunks, real
+/// against model.
+fn compare_cold(g: u32, real: &GroupState, model: &Model) -> Result<(), Fail> {
+    let cold = real.cold();
+    let packs: Vec<(u64, &str, &str, u32)> =
+        cold.packs.iter().map(|(id, p)| (*id, p.bucket.as_str(), p.file.as_str(), p.live_slices)).collect();
+    let model_packs: Vec<(u64, &str, &str, u32)> = model
+        .cold
+        .packs
+        .iter()
+        .map(|(id, p)| (*id, p.bucket.as_str(), p.file.as_str(), p.users))
+        .collect();
+    ensure(packs == model_packs, "cold-packs", || format!("group {g}: real {packs:?}, model {model_packs:?}"))?;
+    let gc: Vec<(u64, &str, &str, u64)> =
+        cold.gc.iter().map(|(s, e)| (*s, e.file.as_str(), e.bucket.as_str(), e.not_before_ms)).collect();
+    let model_gc: Vec<(u64, &str, &str, u64)> = model
+        .cold
+        .gc
+        .iter()
+        .map(|(s, e)| (*s, e.file.as_str(), e.bucket.as_str(), e.not_before_ms))
+        .collect();
+    ensure(gc == model_gc, "cold-gc", || format!("group {g}: real {gc:?}, model {model_gc:?}"))?;
+    for stream in real.streams() {
+        let chunks: Vec<(u64, u64, u64, u64, u32)> =
+            stream.cold_chunks().map(|c| (c.start, c.end(), c.records, c.pack, c.slice)).collect();
+        let model_chunks: Vec<(u64, u64, u64, u64, u32)> = model
+            .streams
+            .get(stream.id())
+            .map(|s| s.chunks.iter().map(|c| (c.start, c.end, c.records, c.pack, c.slice)).collect())
+            .unwrap_or_default();
+        ensure(chunks == model_chunks, "cold-chunks", || {
+            format!("{}: real {chunks:?}, model {model_chunks:?}", stream.id())
+        })?;
+    }
+    Ok(())
 }

@@ -14,13 +14,18 @@
 //! real data directory and opens it with the real `recover` and
 //! `consolidate`. [`shrink`] reduces a failing operation list.
 //!
+//! The cold tier ([`cold`]) runs each core's worker job by job on real
+//! pack files, with reads through the real pack cache; crashes may damage
+//! a pack file.
+//!
 //! What is not simulated: the runtime's mailboxes, group tasks and their
-//! interleavings (the engine-level tests cover those), the cold tier
-//! (which does not exist yet; its operations and faults are to be added to
-//! [`plan::SimOp`] and [`device`] when it does), admission limits, and the
-//! `StdDir`/`DmaDir` devices.
+//! interleavings (the engine-level tests cover those), admission limits
+//! other than hot bytes, faults of the pack files' own writes and syncs
+//! (packs are written whole and synced before any commit names them), and
+//! the `StdDir`/`DmaDir` devices.
 
 pub mod checks;
+pub mod cold;
 pub mod device;
 pub mod plan;
 pub mod restart;
@@ -86,6 +91,18 @@ pub struct Stats {
     /// Unacknowledged entries that a restart kept, and ones it dropped.
     pub recovered_unacked: u64,
     pub lost_unacked: u64,
+    /// Cold tier: flush and compaction jobs that wrote a pack, files GC
+    /// removed, purges, purged buckets found erased, pack files damaged,
+    /// reads and compactions refused on damaged packs, orphan packs swept
+    /// at restart.
+    pub flushes: u64,
+    pub compactions: u64,
+    pub files_removed: u64,
+    pub purges: u64,
+    pub buckets_erased: u64,
+    pub packs_damaged: u64,
+    pub cold_corruptions_detected: u64,
+    pub orphans_swept: u64,
 }
 
 impl Stats {
@@ -108,6 +125,14 @@ impl Stats {
             (&mut self.retries, other.retries),
             (&mut self.recovered_unacked, other.recovered_unacked),
             (&mut self.lost_unacked, other.lost_unacked),
+            (&mut self.flushes, other.flushes),
+            (&mut self.compactions, other.compactions),
+            (&mut self.files_removed, other.files_removed),
+            (&mut self.purges, other.purges),
+            (&mut self.buckets_erased, other.buckets_erased),
+            (&mut self.packs_damaged, other.packs_damaged),
+            (&mut self.cold_corruptions_detected, other.cold_corruptions_detected),
+            (&mut self.orphans_swept, other.orphans_swept),
         ];
         for (mine, theirs) in pairs {
             *mine += theirs;
@@ -122,7 +147,8 @@ impl fmt::Display for Stats {
             "{} steps, {} commands, {} logged, {} acked, {} restarts ({} power losses, {} with unsynced \
              bytes), {} device faults, \
              {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused), \
-             {} retries, unacked kept/dropped {}/{}",
+             {} retries, unacked kept/dropped {}/{}; cold: {} flushes, {} compactions, {} files removed, \
+             {} purges ({} buckets erased), {} packs damaged, {} damaged reads refused, {} orphans swept",
             self.steps,
             self.commands,
             self.mutations,
@@ -139,7 +165,15 @@ impl fmt::Display for Stats {
             self.installs_refused,
             self.retries,
             self.recovered_unacked,
-            self.lost_unacked
+            self.lost_unacked,
+            self.flushes,
+            self.compactions,
+            self.files_removed,
+            self.purges,
+            self.buckets_erased,
+            self.packs_damaged,
+            self.cold_corruptions_detected,
+            self.orphans_swept
         )
     }
 }
@@ -339,9 +373,11 @@ impl Sim {
             for g in 0..self.setup.groups {
                 self.check_group(g, Depth::Bytes)?;
             }
+            self.check_files()?;
         } else if let Some(g) = self.touched {
             self.check_group(g, Depth::Views)?;
         }
+        self.stats.cold_corruptions_detected += self.corrupt_reads.take();
         Ok(())
     }
 

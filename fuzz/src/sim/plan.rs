@@ -10,7 +10,7 @@
 //! failure) never changes what the remaining ones do, only the state they
 //! meet.
 
-use rill_shard::group::GroupLimits;
+use rill_shard::group::{FlushLimits, GroupLimits};
 use rill_shard::StreamId;
 
 use crate::rng::Rng;
@@ -36,6 +36,27 @@ pub struct Setup {
     pub small_max: u16,
     pub large_pct: u64,
     pub large_max: u16,
+    pub cold: ColdSetup,
+}
+
+/// The cold tier's settings in a seed: small, so flushes split into
+/// several packs and streams into several chunks.
+#[derive(Clone, Debug)]
+pub struct ColdSetup {
+    pub flush: FlushLimits,
+    /// Chunks below this are compaction candidates.
+    pub compact_small: u64,
+    pub compact_max_run: u64,
+    /// Compaction inputs are removed no earlier than this after the commit.
+    pub grace_ms: u64,
+}
+
+/// A cold-tier job a core's worker starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColdKind {
+    Flush,
+    Gc,
+    Compact,
 }
 
 /// Which epoch a producer request uses.
@@ -150,7 +171,9 @@ pub enum SimOp {
     ExpireDue {
         group: u32,
     },
-    /// Keep a group snapshot (and the model's copy) for a later install.
+    /// Keep a group snapshot (and the model's copy) for a later install:
+    /// of the acknowledged state, since the runtime answers
+    /// `snapshot_group` only once the state it encoded is durable.
     Capture {
         group: u32,
     },
@@ -189,8 +212,29 @@ pub enum SimOp {
     /// one byte of the surviving files is damaged first, and recovery must
     /// refuse to open (`Corrupted`) unless the damage cannot hide
     /// acknowledged data. `salt` seeds every choice the crash makes.
+    /// A core's cold worker starts a job on one of its groups (if it has
+    /// none in flight): plans a flush or compaction and writes its pack, or
+    /// picks the due removals. The job finishes in later `ColdStep`s, so
+    /// other operations (and crashes) land between its plan and its commit.
+    ColdStart {
+        core: usize,
+        group: u8,
+        kind: ColdKind,
+    },
+    /// A core's cold job moves on: a GC waits until the commands that
+    /// queued its files are durable, then removes them; a written pack or
+    /// a removal is committed through the group's log.
+    ColdStep {
+        core: usize,
+    },
+    /// Every stream of a bucket goes, in every group (SPEC §3 erasure).
+    Purge {
+        bucket: u8,
+    },
     Crash {
         power_loss: bool,
+        /// One byte of the surviving files (WAL, checkpoints or packs) is
+        /// damaged.
         corrupt: bool,
         /// First let the devices run until each is about to sync a write
         /// (the crash lands between a write and its sync).
@@ -220,16 +264,20 @@ impl SimOp {
             SimOp::Device { .. } => "device",
             SimOp::Settle => "settle",
             SimOp::Checkpoint { .. } => "checkpoint",
+            SimOp::ColdStart { .. } => "cold-start",
+            SimOp::ColdStep { .. } => "cold-step",
+            SimOp::Purge { .. } => "purge",
             SimOp::Crash { .. } => "crash",
         }
     }
 }
 
 /// Operation kinds, in the order of [`Mix`] weights.
-const KINDS: usize = 18;
+const KINDS: usize = 21;
 const APPEND: usize = 2;
 const DEVICE: usize = 14;
-const CRASH: usize = 17;
+const PURGE: usize = 19;
+const CRASH: usize = 20;
 /// Typical weights; each seed scales every one by 0 to 3 (some by 0), so
 /// seeds differ in what they stress.
 const BASE: [u32; KINDS] = [
@@ -250,6 +298,9 @@ const BASE: [u32; KINDS] = [
     12, // device
     2,  // settle
     3,  // checkpoint
+    4,  // cold start
+    5,  // cold step
+    1,  // purge (scaled down below)
     1,  // crash (scaled down below)
 ];
 
@@ -276,6 +327,15 @@ pub fn generate(seed: u64, ops: usize) -> (Setup, Mix, Vec<SimOp>) {
 }
 
 fn setup(rng: &mut Rng) -> Setup {
+    let cold = ColdSetup {
+        flush: FlushLimits { max_flush_bytes: rng.range(16, 2048), max_batch_bytes: rng.range(8, 512) },
+        compact_small: rng.range(4, 256),
+        compact_max_run: rng.range(16, 1024),
+        grace_ms: [0, 100, 5_000][rng.index(3)],
+    };
+    // A third of the seeds run with a hot-byte limit small enough that
+    // appends meet ColdBackpressure until a flush makes room.
+    let max_hot_bytes = if rng.chance(1, 3) { rng.range(64, 4096) } else { u64::MAX };
     let buckets = rng.range(1, 3) as usize;
     let per_bucket = rng.range(1, 3) as usize;
     let mut streams = Vec::new();
@@ -293,13 +353,14 @@ fn setup(rng: &mut Rng) -> Setup {
             producer_window: rng.range(1, 4) as usize,
             max_snapshots_per_stream: rng.range(1, 3) as usize,
             max_read_bytes: rng.range(8, 64) as usize,
-            max_hot_bytes: u64::MAX,
+            max_hot_bytes,
         },
         segment_bytes: 4096 * rng.range(2, 24),
         streams,
         small_max: rng.range(2, 48) as u16,
         large_pct: rng.below(8),
         large_max: rng.range(200, 9000) as u16,
+        cold,
     }
 }
 
@@ -313,8 +374,11 @@ fn mix(rng: &mut Rng) -> Mix {
     }
     weights[APPEND] = weights[APPEND].max(BASE[APPEND]);
     weights[DEVICE] = weights[DEVICE].max(BASE[DEVICE]);
-    // Crashes: between one per ~60 and one per ~600 operations.
+    // Crashes: between one per ~60 and one per ~600 operations; purges
+    // (which empty a bucket in every group) between one per ~100 and one
+    // per ~1000.
     let total: u32 = weights.iter().sum();
+    weights[PURGE] = if rng.chance(1, 4) { 0 } else { (total / rng.range(100, 1000) as u32).max(1) };
     weights[CRASH] = if rng.chance(1, 10) { 0 } else { (total / rng.range(60, 600) as u32).max(1) };
     Mix {
         weights,
@@ -441,6 +505,17 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
         }
         15 => SimOp::Settle,
         16 => SimOp::Checkpoint { core, phases: rng.range(1, 4) as u8 },
+        17 => SimOp::ColdStart {
+            core,
+            group: rng.below(256) as u8,
+            kind: match rng.weighted(&[5, 3, 2]) {
+                0 => ColdKind::Flush,
+                1 => ColdKind::Gc,
+                _ => ColdKind::Compact,
+            },
+        },
+        18 => SimOp::ColdStep { core },
+        19 => SimOp::Purge { bucket: rng.below(BUCKETS.len() as u64) as u8 },
         _ => SimOp::Crash {
             power_loss: rng.chance(mix.power_loss_pct, 100),
             corrupt: rng.chance(mix.corrupt_pct, 100),

@@ -15,13 +15,15 @@
 //! entry is acknowledged when the log's durable LSN covers it (SPEC §6).
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use futures::FutureExt;
 use rill_shard::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
 use rill_shard::command::{Command, Op};
+use rill_shard::core::cold::ColdStore;
 use rill_shard::group::GroupState;
 use rill_shard::log::{EntryBody, LogEntry, LogStore};
 use rill_shard::planted::{self, Bug};
@@ -29,6 +31,7 @@ use rill_shard::wal::device::WalDir;
 use rill_shard::wal::{Durability, WalConfig, WalLog};
 use rill_shard::StreamId;
 
+use super::cold::ColdJob;
 use super::device::SimDir;
 use super::plan::{At, EpochPick, Life, Prod, SeqPick, Setup, SimOp, ATTRS, CONTENT_TYPES, PRODUCERS};
 use super::{ensure, guard, yields, Fail, Stats};
@@ -55,6 +58,8 @@ pub(super) struct Core {
     /// A submission failed: the core must stop (its state is ahead of its
     /// log) and the machine restart.
     pub submit_failed: bool,
+    /// The cold worker's job in flight.
+    pub cold_job: Option<ColdJob>,
 }
 
 impl Core {
@@ -67,7 +72,7 @@ impl Core {
             durability: Durability::Fsync,
         };
         let log = Rc::new(WalLog::start(Rc::new(dir.clone()) as Rc<dyn WalDir>, config));
-        Core { log, dir, checkpoint: None, submit_failed: false }
+        Core { log, dir, checkpoint: None, submit_failed: false, cold_job: None }
     }
 
     /// Stops the core's checkpoint task (its log stops when dropped).
@@ -130,6 +135,15 @@ pub(super) struct Sim {
     pub scratch: tempfile::TempDir,
     /// The group the current step touched, for the per-step check.
     pub touched: Option<u32>,
+    /// Pack files (they survive crashes: written and synced before use).
+    pub cold_dir: PathBuf,
+    pub store: ColdStore,
+    /// Pack files damaged on purpose and still on disk.
+    pub damaged: BTreeSet<String>,
+    /// Buckets purged whose erasure is not confirmed yet.
+    pub purged: BTreeSet<String>,
+    /// Reads refused on damaged packs since the last step.
+    pub corrupt_reads: Cell<u64>,
 }
 
 /// Applies a logged entry to a state and its model (the way replay does).
@@ -178,6 +192,9 @@ impl Sim {
             })
             .collect();
         let cores = (0..setup.cores).map(|c| Core::start(c, &setup)).collect();
+        let scratch = crate::targets::scratch_dir();
+        let cold_dir = scratch.path().join("cold");
+        std::fs::create_dir_all(&cold_dir).expect("a cold directory in scratch space");
         Sim {
             setup,
             seed,
@@ -188,8 +205,13 @@ impl Sim {
             payloads: 0,
             lost: Vec::new(),
             stats: Stats::default(),
-            scratch: crate::targets::scratch_dir(),
+            scratch,
             touched: None,
+            store: ColdStore::new(cold_dir.clone(), 1 << 20),
+            cold_dir,
+            damaged: BTreeSet::new(),
+            purged: BTreeSet::new(),
+            corrupt_reads: Cell::new(0),
         }
     }
 
@@ -345,8 +367,10 @@ impl Sim {
             }
             SimOp::ExpireDue { group } => self.command_in(*group, Op::ExpireDue, None)?,
             SimOp::Capture { group } => {
+                // The runtime answers `snapshot_group` once the state it
+                // encoded is durable: capture the acknowledged state.
                 let g = &mut self.groups[*group as usize];
-                g.captures.push((g.live.encode_snapshot(), g.model_live.clone()));
+                g.captures.push((g.shadow.encode_snapshot(), g.model_durable.clone()));
                 if g.captures.len() > 4 {
                     g.captures.remove(0);
                 }
@@ -380,6 +404,9 @@ impl Sim {
                     yields(2).await;
                 }
             }
+            SimOp::ColdStart { core, group, kind } => self.cold_start(*core % self.cores.len(), *group, *kind)?,
+            SimOp::ColdStep { core } => self.cold_step(*core % self.cores.len())?,
+            SimOp::Purge { bucket } => self.purge(*bucket)?,
             SimOp::Crash { power_loss, corrupt, mid_flush, salt } => {
                 if *mid_flush {
                     self.run_until_sync().await;
@@ -434,7 +461,7 @@ impl Sim {
 
     /// Applies a command to group `g` and the model, compares what both
     /// answer (SPEC §2), and logs it if it mutated.
-    fn command_in(&mut self, g: u32, op: Op, retry: Option<Op>) -> Result<(), Fail> {
+    pub(super) fn command_in(&mut self, g: u32, op: Op, retry: Option<Op>) -> Result<(), Fail> {
         self.touched = Some(g);
         self.stats.commands += 1;
         let cmd = Command { now_ms: self.now, op };

@@ -28,7 +28,7 @@ use super::group_task::Group;
 use super::Core;
 use crate::command::{CompactCommit, FlushCommit, PackCommit};
 use crate::error::{Error, ErrorKind, Result};
-use crate::group::{ColdPiece, FlushLimits};
+use crate::group::{ColdPiece, CompactPlan, FlushLimits, GroupState, PackPlan};
 
 /// Cold-tier settings of a core.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,33 +156,7 @@ async fn flush_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>, force:
     let started = Instant::now();
     let dir = spec.dir.clone();
     let group_id = group.id;
-    let packs = blocking(move || {
-        let mut packs = Vec::with_capacity(plans.len());
-        for plan in &plans {
-            // A file named after this plan's commit index can only be left
-            // over from an earlier attempt that never committed.
-            rill_cold::remove_pack(&dir, &plan.file).map_err(cold_error)?;
-            let parts: Vec<Vec<&[u8]>> =
-                plan.slices.iter().map(|s| s.records.iter().map(|(_, b)| &b[..]).collect()).collect();
-            let specs: Vec<rill_cold::SliceSpec<'_>> = plan
-                .slices
-                .iter()
-                .zip(&parts)
-                .map(|(s, parts)| rill_cold::SliceSpec {
-                    stream: s.stream.stream(),
-                    incarnation: s.incarnation,
-                    start: s.start,
-                    parts,
-                })
-                .collect();
-            let summary =
-                rill_cold::write_pack(&dir, &plan.file, group_id, plan.pack_id, &plan.bucket, &specs)
-                    .map_err(cold_error)?;
-            packs.push(plan.commit(summary.bytes));
-        }
-        Ok::<_, Error>(packs)
-    })
-    .await?;
+    let packs = blocking(move || write_flush(&dir, group_id, &plans)).await?;
     let bytes: u64 = packs.iter().map(|p| p.bytes).sum();
     let reply = commit(group, Request::FlushCommit(FlushCommit { packs })).await?;
     let Reply::Flushed { chunks } = reply else { return Ok(0) };
@@ -262,51 +236,106 @@ async fn compact_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> R
     let Some(store) = core.cold_store.clone() else { return Ok(0) };
     let mut done = 0;
     for plan in plans {
-        // Read the inputs through the verified cache (a damaged input stops
-        // the compaction with Corrupted rather than copying garbage).
-        let mut parts = Vec::with_capacity(plan.inputs.len());
-        {
+        let parts = {
             let state = group.state.borrow();
-            let Some(stream) = state.stream(&plan.stream) else { continue };
-            for chunk in stream.cold_chunks().filter(|c| c.start >= plan.start && c.end() <= plan.end) {
-                let file = state.cold().packs.get(&chunk.pack).map(|p| p.file.clone()).unwrap_or_default();
-                parts.push(store.fetch(&ColdPiece { file, slice: chunk.slice, from: 0, len: chunk.len })?);
+            match compaction_inputs(&store, &state, &plan)? {
+                Some(parts) => parts,
+                None => continue,
             }
-        }
-        let dir = spec.dir.clone();
-        let (file, pack_id, bucket) = (plan.file.clone(), plan.pack_id, plan.stream.bucket().to_string());
-        let (stream_name, incarnation, start) =
-            (plan.stream.stream().to_string(), plan.incarnation, plan.start);
-        let group_id = group.id;
-        let summary = blocking(move || {
-            rill_cold::remove_pack(&dir, &file).map_err(cold_error)?;
-            let refs: Vec<&[u8]> = parts.iter().map(|b| &b[..]).collect();
-            let slice = rill_cold::SliceSpec { stream: &stream_name, incarnation, start, parts: &refs };
-            rill_cold::write_pack(&dir, &file, group_id, pack_id, &bucket, &[slice]).map_err(cold_error)
-        })
-        .await?;
-        let output = PackCommit {
-            pack_id: plan.pack_id,
-            bucket: plan.stream.bucket().to_string(),
-            file: plan.file.clone(),
-            bytes: summary.bytes,
-            slices: Vec::new(),
         };
-        let request = Request::CompactCommit(CompactCommit {
-            stream: plan.stream.clone(),
-            incarnation: plan.incarnation,
-            start: plan.start,
-            end: plan.end,
-            inputs: plan.inputs.iter().map(|(p, s, _)| (*p, *s)).collect(),
-            output,
-            grace_ms: spec.compact_grace.as_millis() as u64,
-        });
+        let dir = spec.dir.clone();
+        let group_id = group.id;
+        let written = plan.clone();
+        let output = blocking(move || write_compaction(&dir, group_id, &written, &parts)).await?;
+        let request = Request::CompactCommit(compaction_commit(&plan, output, spec.compact_grace));
         if let Reply::Compacted { replaced: true } = commit(group, request).await? {
             done += 1;
             core.metrics.compactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
     Ok(done)
+}
+
+/// Writes the packs of a flush plan into `dir` (replacing what an earlier,
+/// never committed attempt may have left under the same names) and
+/// returns their commits.
+pub fn write_flush(dir: &Path, group: u32, plans: &[PackPlan]) -> Result<Vec<PackCommit>> {
+    let mut packs = Vec::with_capacity(plans.len());
+    for plan in plans {
+        // A file named after this plan's commit index can only be left over
+        // from an earlier attempt that never committed.
+        rill_cold::remove_pack(dir, &plan.file).map_err(cold_error)?;
+        let parts: Vec<Vec<&[u8]>> =
+            plan.slices.iter().map(|s| s.records.iter().map(|(_, b)| &b[..]).collect()).collect();
+        let specs: Vec<rill_cold::SliceSpec<'_>> = plan
+            .slices
+            .iter()
+            .zip(&parts)
+            .map(|(s, parts)| rill_cold::SliceSpec {
+                stream: s.stream.stream(),
+                incarnation: s.incarnation,
+                start: s.start,
+                parts,
+            })
+            .collect();
+        let summary = rill_cold::write_pack(dir, &plan.file, group, plan.pack_id, &plan.bucket, &specs)
+            .map_err(cold_error)?;
+        packs.push(plan.commit(summary.bytes));
+    }
+    Ok(packs)
+}
+
+/// The input bytes of a compaction, read through the verified cache (a
+/// damaged input is `Corrupted`: garbage is never copied); `None` when
+/// the stream is gone.
+pub fn compaction_inputs(
+    store: &ColdStore,
+    state: &GroupState,
+    plan: &CompactPlan,
+) -> Result<Option<Vec<Bytes>>> {
+    let Some(stream) = state.stream(&plan.stream) else { return Ok(None) };
+    let mut parts = Vec::with_capacity(plan.inputs.len());
+    for chunk in stream.cold_chunks().filter(|c| c.start >= plan.start && c.end() <= plan.end) {
+        let file = state.cold().packs.get(&chunk.pack).map(|p| p.file.clone()).unwrap_or_default();
+        parts.push(store.fetch(&ColdPiece { file, slice: chunk.slice, from: 0, len: chunk.len })?);
+    }
+    Ok(Some(parts))
+}
+
+/// Writes a compaction's output pack (one slice: the inputs' bytes in
+/// order) and returns its commit.
+pub fn write_compaction(dir: &Path, group: u32, plan: &CompactPlan, parts: &[Bytes]) -> Result<PackCommit> {
+    rill_cold::remove_pack(dir, &plan.file).map_err(cold_error)?;
+    let refs: Vec<&[u8]> = parts.iter().map(|b| &b[..]).collect();
+    let slice = rill_cold::SliceSpec {
+        stream: plan.stream.stream(),
+        incarnation: plan.incarnation,
+        start: plan.start,
+        parts: &refs,
+    };
+    let bucket = plan.stream.bucket();
+    let summary =
+        rill_cold::write_pack(dir, &plan.file, group, plan.pack_id, bucket, &[slice]).map_err(cold_error)?;
+    Ok(PackCommit {
+        pack_id: plan.pack_id,
+        bucket: bucket.to_string(),
+        file: plan.file.clone(),
+        bytes: summary.bytes,
+        slices: Vec::new(),
+    })
+}
+
+/// The commit of a written compaction.
+pub fn compaction_commit(plan: &CompactPlan, output: PackCommit, grace: Duration) -> CompactCommit {
+    CompactCommit {
+        stream: plan.stream.clone(),
+        incarnation: plan.incarnation,
+        start: plan.start,
+        end: plan.end,
+        inputs: plan.inputs.iter().map(|(p, s, _)| (*p, *s)).collect(),
+        output,
+        grace_ms: grace.as_millis() as u64,
+    }
 }
 
 /// The background loop: flush groups over their hot threshold, reclaim

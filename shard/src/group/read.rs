@@ -148,7 +148,13 @@ impl StreamState {
                     return Err(broken());
                 }
                 let to = end.min(start + payload.len() as u64);
-                pieces.push(Piece::Hot(payload.slice((at - start) as usize..(to - start) as usize)));
+                let (from, until) = ((at - start) as usize, (to - start) as usize);
+                let skew = usize::from(
+                    matches!(pieces.last(), Some(Piece::Cold(_)))
+                        && until < payload.len()
+                        && crate::planted::active(crate::planted::Bug::ColdHotBoundary),
+                );
+                pieces.push(Piece::Hot(payload.slice(from + skew..until + skew)));
                 at = to;
             }
         }
