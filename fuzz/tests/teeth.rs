@@ -67,6 +67,31 @@ fn replaying_a_record_twice_is_caught() {
     catch(Bug::ReplayTwice);
 }
 
+// SPEC §3: the caller cannot tell cold bytes from hot ones; a read that
+// crosses from a flushed range into hot records must return exactly the
+// appended bytes.
+#[test]
+fn cold_hot_boundary_off_by_one_is_caught() {
+    let caught = catch(Bug::ColdHotBoundary);
+    assert!(caught.iter().all(|(_, f)| f.check == "read"), "{caught:?}");
+}
+
+// SPEC §3: cold bytes are checksummed; a damaged pack is refused with
+// Corrupted, never served.
+#[test]
+fn skipped_pack_checksum_is_caught() {
+    let caught = catch(Bug::SkipPackChecksum);
+    assert!(caught.iter().all(|(_, f)| f.check == "read"), "{caught:?}");
+}
+
+// SPEC §3, §6: a file is removed only once the command that released it is
+// durable; otherwise a crash brings back a stream whose cold bytes are gone.
+#[test]
+fn gc_before_durable_is_caught() {
+    let caught = catch(Bug::GcBeforeDurable);
+    assert!(caught.iter().any(|(_, f)| f.check == "cold-lost"), "{caught:?}");
+}
+
 // The shrinker turns a caught failure into a short list of operations that
 // still fails the same check when replayed with `--keep`.
 #[test]

@@ -148,13 +148,11 @@ fn compare_cold(g: u32, real: &GroupState, model: &Model) -> Result<(), Fail> {
     let cold = real.cold();
     let packs: Vec<(u64, &str, &str, u32)> =
         cold.packs.iter().map(|(id, p)| (*id, p.bucket.as_str(), p.file.as_str(), p.live_slices)).collect();
-    let model_packs: Vec<(u64, &str, &str, u32)> = model
-        .cold
-        .packs
-        .iter()
-        .map(|(id, p)| (*id, p.bucket.as_str(), p.file.as_str(), p.users))
-        .collect();
-    ensure(packs == model_packs, "cold-packs", || format!("group {g}: real {packs:?}, model {model_packs:?}"))?;
+    let model_packs: Vec<(u64, &str, &str, u32)> =
+        model.cold.packs.iter().map(|(id, p)| (*id, p.bucket.as_str(), p.file.as_str(), p.users)).collect();
+    ensure(packs == model_packs, "cold-packs", || {
+        format!("group {g}: real {packs:?}, model {model_packs:?}")
+    })?;
     let gc: Vec<(u64, &str, &str, u64)> =
         cold.gc.iter().map(|(s, e)| (*s, e.file.as_str(), e.bucket.as_str(), e.not_before_ms)).collect();
     let model_gc: Vec<(u64, &str, &str, u64)> = model

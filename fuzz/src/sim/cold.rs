@@ -24,7 +24,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use rill_shard::command::Op;
-use rill_shard::core::cold::{compaction_commit, compaction_inputs, remove_files, write_compaction, write_flush};
+use rill_shard::core::cold::{
+    compaction_commit, compaction_inputs, remove_files, write_compaction, write_flush,
+};
 use rill_shard::group::{Piece, ReadPlan};
 use rill_shard::log::LogStore;
 use rill_shard::planted::{self, Bug};
@@ -84,7 +86,8 @@ impl Sim {
             }
             ColdKind::Compact => {
                 let cold = &self.setup.cold;
-                let Some(plan) = live.plan_compaction(cold.compact_small, cold.compact_max_run).into_iter().next()
+                let Some(plan) =
+                    live.plan_compaction(cold.compact_small, cold.compact_max_run).into_iter().next()
                 else {
                     return Ok(());
                 };
@@ -102,7 +105,8 @@ impl Sim {
                         return Ok(());
                     }
                 };
-                let output = write_compaction(&self.cold_dir, g, &plan, &parts).map_err(io("write compaction"))?;
+                let output =
+                    write_compaction(&self.cold_dir, g, &plan, &parts).map_err(io("write compaction"))?;
                 self.damaged.remove(&output.file);
                 let outputs = vec![output.file.clone()];
                 let grace = std::time::Duration::from_millis(cold.grace_ms);
@@ -218,7 +222,12 @@ impl Sim {
                     .map_err(|e| Fail::new("cold-files", format!("{}: {e}", pack.file)))?;
                 reader.verify_all().map_err(|e| Fail::new("cold-files", format!("{}: {e}", pack.file)))?;
                 ensure(reader.bucket() == pack.bucket, "cold-files", || {
-                    format!("{} holds bucket {:?}, the group says {:?}", pack.file, reader.bucket(), pack.bucket)
+                    format!(
+                        "{} holds bucket {:?}, the group says {:?}",
+                        pack.file,
+                        reader.bucket(),
+                        pack.bucket
+                    )
                 })?;
             }
         }

@@ -47,7 +47,7 @@ pub(super) enum Ckpt {
     /// Every snapshot is renamed into place; the directory sync is next.
     DirSync { cut: u64 },
     /// Waiting for the log to retire the segments at or below the cut.
-    Retire { task: glommio::task::JoinHandle<()>, done: Rc<Cell<Option<bool>>> },
+    Retire { cut: u64, task: glommio::task::JoinHandle<()>, done: Rc<Cell<Option<bool>>> },
 }
 
 /// One core: its log, its device, its checkpoint.
@@ -400,11 +400,13 @@ impl Sim {
             SimOp::Settle => self.settle().await?,
             SimOp::Checkpoint { core, phases } => {
                 for _ in 0..*phases {
-                    self.checkpoint_phase(*core % self.cores.len());
+                    self.checkpoint_phase(*core % self.cores.len())?;
                     yields(2).await;
                 }
             }
-            SimOp::ColdStart { core, group, kind } => self.cold_start(*core % self.cores.len(), *group, *kind)?,
+            SimOp::ColdStart { core, group, kind } => {
+                self.cold_start(*core % self.cores.len(), *group, *kind)?
+            }
             SimOp::ColdStep { core } => self.cold_step(*core % self.cores.len())?,
             SimOp::Purge { bucket } => self.purge(*bucket)?,
             SimOp::Crash { power_loss, corrupt, mid_flush, salt } => {
@@ -581,7 +583,7 @@ impl Sim {
     }
 
     /// Advances core `c`'s checkpoint by one phase.
-    fn checkpoint_phase(&mut self, c: usize) {
+    fn checkpoint_phase(&mut self, c: usize) -> Result<(), Fail> {
         let next = match self.cores[c].checkpoint.take() {
             None => Some(Ckpt::Wait { cut: self.cores[c].log.last_lsn() }),
             Some(Ckpt::Wait { cut }) if self.cores[c].log.durable_lsn() >= cut => {
@@ -614,17 +616,51 @@ impl Sim {
                     flag.set(Some(log.retire_through(cut).await.is_ok()));
                 })
                 .detach();
-                Some(Ckpt::Retire { task, done })
+                Some(Ckpt::Retire { cut, task, done })
             }
-            Some(Ckpt::Retire { task, done }) => match done.get() {
-                None => Some(Ckpt::Retire { task, done }),
+            Some(Ckpt::Retire { cut, task, done }) => match done.get() {
+                None => Some(Ckpt::Retire { cut, task, done }),
                 Some(ok) => {
                     self.stats.checkpoints += u64::from(ok);
+                    if ok {
+                        self.check_retired(c, cut)?;
+                    }
                     None
                 }
             },
             waiting => waiting,
         };
         self.cores[c].checkpoint = next;
+        Ok(())
+    }
+
+    /// After a checkpoint retired the log through `cut`, no segment but the
+    /// active one may hold only records at or below it, and at most one
+    /// spare (header-less) segment may wait: so the WAL holds what was
+    /// logged since the last checkpoint plus at most two segments.
+    fn check_retired(&self, c: usize, cut: u64) -> Result<(), Fail> {
+        let image = self.cores[c].dir.image(false, &mut crate::rng::Rng::new(0));
+        let mut headed = Vec::new();
+        let mut spares = 0;
+        for (name, bytes) in image.iter().filter(|(n, _)| n.ends_with(".wal")) {
+            match rill_shard::wal::format::SegmentHeader::decode(bytes) {
+                Ok(header) => headed.push((header.seq, name, bytes)),
+                Err(_) => spares += 1,
+            }
+        }
+        ensure(spares <= 1, "wal-size", || format!("core {c}: {spares} spare segments after a checkpoint"))?;
+        headed.sort();
+        headed.pop(); // the active segment
+        for (_, name, bytes) in headed {
+            let scan = rill_shard::wal::scan::scan_segment(bytes)
+                .map_err(|e| Fail::new("wal-size", format!("core {c}: {name} does not scan: {e}")))?;
+            let newest = scan.records.iter().map(|r| r.lsn).max().unwrap_or(0);
+            ensure(newest > cut, "wal-size", || {
+                format!(
+                    "core {c}: {name} holds only records through LSN {newest} after retiring through {cut}"
+                )
+            })?;
+        }
+        Ok(())
     }
 }
