@@ -91,6 +91,14 @@ fn injected(op: &'static str) -> Error {
     Error::new(ErrorKind::Io { op, message: "simulated device fault".into() })
 }
 
+/// The error of `op` under `fault`: a full disk reports ENOSPC.
+fn failure(op: &'static str, fault: DevFault) -> Error {
+    match fault {
+        DevFault::Full => Error::io(op, &std::io::Error::from_raw_os_error(28)),
+        _ => injected(op),
+    }
+}
+
 impl SimDir {
     pub fn new() -> Self {
         SimDir::default()
@@ -273,7 +281,7 @@ impl SegmentFile for SimSegment {
                     write(st, &name, &bytes, offset);
                     Ok(())
                 }
-                Some(DevFault::Fail) => Err(injected("wal write")),
+                Some(fault @ (DevFault::Fail | DevFault::Full)) => Err(failure("wal write", fault)),
                 Some(DevFault::Tear { keep_permille, zeros }) => {
                     let keep = bytes.len() * usize::from(keep_permille) / 1000;
                     let mut landed = bytes[..keep].to_vec();
@@ -290,8 +298,8 @@ impl SegmentFile for SimSegment {
     fn sync(&self) -> LocalFuture<'_, Result<()>> {
         let name = self.name.clone();
         self.dir.gated("sync", move |st, fault| {
-            if fault.is_some() {
-                return Err(injected("wal fdatasync"));
+            if let Some(fault) = fault {
+                return Err(failure("wal fdatasync", fault));
             }
             if let Some(file) = st.files.get_mut(&name) {
                 file.synced = file.written();
@@ -307,8 +315,8 @@ impl WalDir for SimDir {
         let name = name.to_string();
         let dir = self.clone();
         self.gated("create", move |st, fault| {
-            if fault.is_some() {
-                return Err(injected("create wal segment"));
+            if let Some(fault) = fault {
+                return Err(failure("create wal segment", fault));
             }
             // Creating syncs the directory: earlier removals are durable.
             st.removed.clear();

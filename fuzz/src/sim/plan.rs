@@ -111,6 +111,8 @@ pub enum DevFault {
     /// then fails; `zeros` extends the file over the rest with zeros (the
     /// size reached the disk, the data did not). Other operations fail.
     Tear { keep_permille: u16, zeros: bool },
+    /// The disk is full: the operation fails with ENOSPC and lands nothing.
+    Full,
 }
 
 /// One step of a simulation.
@@ -494,10 +496,10 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
         14 => {
             let grants = rng.range(1, 4) as u8;
             let fault = rng.chance(mix.fault_permille, 1000).then(|| {
-                let fault = if rng.chance(1, 2) {
-                    DevFault::Fail
-                } else {
-                    DevFault::Tear { keep_permille: rng.below(1000) as u16, zeros: rng.chance(1, 2) }
+                let fault = match rng.below(5) {
+                    0 | 1 => DevFault::Fail,
+                    2 => DevFault::Full,
+                    _ => DevFault::Tear { keep_permille: rng.below(1000) as u16, zeros: rng.chance(1, 2) },
                 };
                 (rng.below(u64::from(grants)) as u8, fault)
             });
