@@ -163,6 +163,56 @@ fn gc_waits_for_the_commands_that_queued_it() {
     futures::executor::block_on(engine.shutdown()).unwrap();
 }
 
+// SPEC §7: a group snapshot names the pack files its chunks live in; an
+// install refuses it (BadRequest, nothing changed) until those files are in
+// the target's cold directory and hold what the snapshot says, then reads
+// on the target return the flushed bytes.
+#[test]
+fn install_needs_the_pack_files_its_chunks_name() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    futures::executor::block_on(async {
+        let a = Engine::open(config(a_dir.path())).unwrap();
+        let b = Engine::open(config(b_dir.path())).unwrap();
+        let id = sid("moved", "s");
+        let group = a.locate(&id).group;
+        let mut model = Vec::new();
+        a.create(Create::new(id.clone())).await.unwrap();
+        for n in 0..40 {
+            let r = record(0, n);
+            model.extend_from_slice(&r);
+            a.append(Append::new(id.clone(), r)).await.unwrap();
+            if n % 10 == 9 {
+                a.flush_cold().await.unwrap();
+            }
+        }
+        let snapshot = a.snapshot_group(group).await.unwrap();
+        assert!(!snapshot.pack_files.is_empty(), "the group's data was flushed");
+
+        let err = b.install_group_snapshot(snapshot.clone()).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::BadRequest, "{err}");
+        assert_eq!(err.class(), ErrorClass::Permanent);
+        assert!(err.to_string().contains(&snapshot.pack_files[0]), "{err}");
+        assert_eq!(b.head(&id).await.unwrap_err().code(), ErrorCode::BucketNotFound, "nothing installed");
+
+        // A file of the right name that is not the right pack is refused too.
+        std::fs::create_dir_all(b_dir.path().join("cold")).unwrap();
+        for file in &snapshot.pack_files {
+            std::fs::write(b_dir.path().join("cold").join(file), b"not a pack").unwrap();
+        }
+        let err = b.install_group_snapshot(snapshot.clone()).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
+
+        for file in &snapshot.pack_files {
+            std::fs::copy(a_dir.path().join("cold").join(file), b_dir.path().join("cold").join(file))
+                .unwrap();
+        }
+        assert_eq!(b.install_group_snapshot(snapshot.clone()).await.unwrap(), snapshot.commit_index);
+        assert_eq!(read_all(&b, &id).await, model);
+        a.shutdown().await.unwrap();
+        b.shutdown().await.unwrap();
+    });
+}
+
 // SPEC §4: beyond max_hot_bytes_per_group appends fail with a temporary
 // ColdBackpressure (batches whole), retries and idempotent creates pass,
 // and a flush makes room again.

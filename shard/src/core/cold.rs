@@ -210,6 +210,60 @@ pub fn remove_files(dir: &Path, files: &[String]) -> Result<()> {
     crate::wal::device::sync_dir(dir)
 }
 
+/// Checks that every pack file a group state's chunks name is in `dir`
+/// and holds the slice each chunk says it does (same group, pack id,
+/// bucket, stream, incarnation, offsets), so an installed snapshot never
+/// points reads at a missing or foreign file. Opens each file once and
+/// reads its table, not its data.
+pub fn check_pack_files(dir: &Path, state: &GroupState) -> Result<()> {
+    let mut opened: std::collections::HashMap<u64, rill_cold::PackReader> = Default::default();
+    for stream in state.streams() {
+        for chunk in stream.cold_chunks() {
+            let Some(info) = state.cold().packs.get(&chunk.pack) else {
+                return Err(Error::corrupted(format!(
+                    "chunk names pack {} the state does not list",
+                    chunk.pack
+                )));
+            };
+            let reader = match opened.entry(chunk.pack) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let path = dir.join(&info.file);
+                    if !path.exists() {
+                        return Err(Error::bad_request(format!(
+                            "the snapshot's chunks name pack file {} which is not in {}: copy the source \
+                             engine's pack files (GroupSnapshot::pack_files) there first",
+                            info.file,
+                            dir.display()
+                        )));
+                    }
+                    e.insert(rill_cold::PackReader::open(&path).map_err(cold_error)?)
+                }
+            };
+            let holds = reader.group() == state.group()
+                && reader.pack_id() == chunk.pack
+                && reader.bucket() == stream.id().bucket()
+                && reader.slice_meta(chunk.slice as usize).is_ok_and(|m| {
+                    m.stream == stream.id().stream()
+                        && m.incarnation == stream.incarnation()
+                        && m.start == chunk.start
+                        && m.len == chunk.len
+                });
+            if !holds {
+                return Err(Error::bad_request(format!(
+                    "pack file {} does not hold slice {} of {} at [{}, {}) as the snapshot says",
+                    info.file,
+                    chunk.slice,
+                    stream.id(),
+                    chunk.start,
+                    chunk.end()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Removes the pack files in `dir` that no group of `states` references:
 /// flushes and compactions written but never committed before a crash,
 /// and their temporary files. Returns how many it removed.

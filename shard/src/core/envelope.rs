@@ -26,6 +26,10 @@ pub struct GroupSnapshot {
     pub commit_index: u64,
     /// The encoded state (format in `FORMAT.md`).
     pub bytes: Bytes,
+    /// The pack files (in the source engine's `cold/` directory) the
+    /// state's cold chunks name. An install refuses the snapshot until
+    /// they are in the target engine's `cold/` directory.
+    pub pack_files: Vec<String>,
 }
 
 /// A request for one group.

@@ -163,6 +163,7 @@ impl Group {
                     group_count: state.group_count(),
                     commit_index: state.commit_index(),
                     bytes: state.encode_snapshot().into(),
+                    pack_files: state.cold().packs.values().map(|p| p.file.clone()).collect(),
                 };
                 drop(state);
                 answer(Ok(Reply::GroupSnapshot(snapshot)), reply);
@@ -424,6 +425,23 @@ impl Group {
             }
         });
         let state = match decoded {
+            Ok(s) => s,
+            Err(err) => return self.answer(core, Err(err), tx, sent_at, kind),
+        };
+        // The state may name pack files; they must be here, and be the ones
+        // it names, before reads can be pointed at them.
+        let checked = match (&core.cold_spec, state.cold().packs.is_empty()) {
+            (_, true) => Ok(state),
+            (None, false) => {
+                Err(Error::bad_request("the snapshot names pack files and this engine has no cold tier"))
+            }
+            (Some(spec), false) => {
+                let dir = spec.dir.clone();
+                super::blocking::run(move || super::cold::check_pack_files(&dir, &state).map(|()| state))
+                    .await
+            }
+        };
+        let state = match checked {
             Ok(s) => s,
             Err(err) => return self.answer(core, Err(err), tx, sent_at, kind),
         };
