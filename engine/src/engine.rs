@@ -88,7 +88,7 @@ impl Engine {
             "recovery done"
         );
         let cold_dir = config.data_dir.join("cold");
-        let orphans = rill_shard::core::cold::remove_orphan_packs(&cold_dir, &recovered.states)?;
+        let orphans = rill_shard::core::pack_files::remove_orphan_packs(&cold_dir, &recovered.states)?;
         if orphans > 0 {
             tracing::info!(count = orphans, "removed orphan pack files");
         }

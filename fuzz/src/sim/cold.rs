@@ -1,6 +1,6 @@
 //! The cold tier in the simulation (SPEC §3): each core's cold worker,
 //! run job by job the way `shard/src/core/cold.rs` runs it, with the same
-//! file-writing functions, against real pack files in the scratch
+//! file functions (`shard/src/core/pack_files.rs`), against real pack files in the scratch
 //! directory; reads through the real memory-mapped pack cache; and the
 //! checks that pack files and the groups agree.
 //!
@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use rill_shard::command::Op;
-use rill_shard::core::cold::{
+use rill_shard::core::pack_files::{
     compaction_commit, compaction_inputs, remove_files, write_compaction, write_flush,
 };
 use rill_shard::group::{Piece, ReadPlan};
@@ -282,7 +282,7 @@ impl Sim {
 
     /// After a restart: the real orphan sweep, then what it left.
     pub(super) fn sweep_orphans(&mut self, states: &[rill_shard::group::GroupState]) -> Result<(), Fail> {
-        let removed = rill_shard::core::cold::remove_orphan_packs(&self.cold_dir, states)
+        let removed = rill_shard::core::pack_files::remove_orphan_packs(&self.cold_dir, states)
             .map_err(|e| Fail::new("cold-io", format!("orphan sweep: {e}")))?;
         self.stats.orphans_swept += removed as u64;
         let on_disk = list(&self.cold_dir)?;

@@ -437,8 +437,10 @@ impl Group {
             }
             (Some(spec), false) => {
                 let dir = spec.dir.clone();
-                super::blocking::run(move || super::cold::check_pack_files(&dir, &state).map(|()| state))
-                    .await
+                super::blocking::run(move || {
+                    super::pack_files::check_pack_files(&dir, &state).map(|()| state)
+                })
+                .await
             }
         };
         let state = match checked {

@@ -22,6 +22,7 @@ pub mod commit;
 pub mod envelope;
 pub mod group_task;
 pub mod mailbox;
+pub mod pack_files;
 pub mod waiters;
 
 use std::cell::{Cell, RefCell};
