@@ -1,9 +1,10 @@
 //! A model test on the real runtime (SPEC §2, §3): several cores, many
 //! concurrent tasks issuing random operations, the cold tier flushing,
-//! compacting and reclaiming in the background with tiny thresholds, and a
-//! restart in the middle; after the tasks join, every stream is checked
-//! against a plain per-stream model. Each task owns its streams, so the
-//! model of one stream is exact whatever the interleaving of tasks.
+//! compacting and reclaiming in the background with tiny thresholds, bucket
+//! purges, and a restart in the middle; after the tasks join, every stream
+//! is checked against a plain per-stream model. Each task owns its streams
+//! (and the one bucket it purges), so the model of one stream is exact
+//! whatever the interleaving of tasks.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -51,8 +52,16 @@ fn config(dir: &std::path::Path) -> Config {
 /// One task's random operations over its own streams.
 async fn run_task(e: Engine, task: u64, seed: u64, ops: usize, models: &mut BTreeMap<StreamId, StreamModel>) {
     let mut rng = Rng(seed ^ (task + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let ids: Vec<StreamId> =
-        (0..4).map(|s| StreamId::new(format!("bucket{}", s % 2), format!("t{task}-s{s}")).unwrap()).collect();
+    // Streams 0 to 2 share buckets with other tasks; stream 3 lives in the
+    // task's own bucket, which the task may purge (SPEC §3 erasure) while
+    // the others write and the cold tier works.
+    let own = format!("own{task}");
+    let ids: Vec<StreamId> = (0..4)
+        .map(|s| {
+            let bucket = if s == 3 { own.clone() } else { format!("bucket{}", s % 2) };
+            StreamId::new(bucket, format!("t{task}-s{s}")).unwrap()
+        })
+        .collect();
     for _ in 0..ops {
         let id = &ids[rng.below(ids.len() as u64) as usize];
         let m = models.entry(id.clone()).or_default();
@@ -138,6 +147,15 @@ async fn run_task(e: Engine, task: u64, seed: u64, ops: usize, models: &mut BTre
                 if let Ok(r) = r {
                     let end = r.next_offset as usize;
                     assert_eq!(&r.payload[..], &m.bytes[r.offset as usize..end], "{id} mid-run read");
+                }
+            }
+            9 if rng.below(12) == 0 => {
+                let report = e.purge_bucket(&own).await.unwrap();
+                let mine = ids.iter().filter(|i| i.bucket() == own).collect::<Vec<_>>();
+                let existed = mine.iter().filter(|i| models.get(**i).is_some_and(|m| m.exists)).count();
+                assert_eq!(report.removed_streams, existed as u64, "purge of {own}");
+                for i in mine {
+                    models.insert(i.clone(), StreamModel::default());
                 }
             }
             8 if rng.below(4) == 0 => {
