@@ -271,7 +271,14 @@ impl Sim {
         if bytes.is_empty() {
             return Ok(false);
         }
-        let at = rng.index(bytes.len());
+        // Half the time inside a slice's data, which only the slice's
+        // digest guards (the header, table and trailer have checks of
+        // their own); otherwise anywhere.
+        let slices = rill_cold::PackReader::parse(&bytes).map(|l| l.slices).unwrap_or_default();
+        let at = match slices.get(rng.index(slices.len().max(1))) {
+            Some(meta) if rng.chance(1, 2) => meta.data_offset as usize + rng.index(meta.len as usize),
+            _ => rng.index(bytes.len()),
+        };
         bytes[at] ^= rng.range(1, 255) as u8;
         std::fs::write(&path, &bytes).map_err(scratch)?;
         self.store.forget(&file);
