@@ -9,6 +9,8 @@
 //! `rill_cold::write_pack` before any commit names it; removal syncs the
 //! directory before returning.
 
+use std::collections::hash_map::{Entry, HashMap};
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -46,7 +48,7 @@ pub fn remove_files(dir: &Path, files: &[String]) -> Result<()> {
 /// points reads at a missing or foreign file. Opens each file once and
 /// reads its table, not its data.
 pub fn check_pack_files(dir: &Path, state: &GroupState) -> Result<()> {
-    let mut opened: std::collections::HashMap<u64, rill_cold::PackReader> = Default::default();
+    let mut opened: HashMap<u64, rill_cold::PackReader> = HashMap::new();
     for stream in state.streams() {
         for chunk in stream.cold_chunks() {
             let Some(info) = state.cold().packs.get(&chunk.pack) else {
@@ -56,8 +58,8 @@ pub fn check_pack_files(dir: &Path, state: &GroupState) -> Result<()> {
                 )));
             };
             let reader = match opened.entry(chunk.pack) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
                     let path = dir.join(&info.file);
                     if !path.exists() {
                         return Err(Error::bad_request(format!(
@@ -97,10 +99,9 @@ pub fn check_pack_files(dir: &Path, state: &GroupState) -> Result<()> {
 /// Removes the pack files in `dir` that no group of `states` references:
 /// flushes and compactions written but never committed before a crash,
 /// and their temporary files. Returns how many it removed.
-pub fn remove_orphan_packs(dir: &Path, states: &[crate::group::GroupState]) -> Result<usize> {
+pub fn remove_orphan_packs(dir: &Path, states: &[GroupState]) -> Result<usize> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create cold directory", &e))?;
-    let referenced: std::collections::HashSet<String> =
-        states.iter().flat_map(|s| s.referenced_files()).collect();
+    let referenced: HashSet<String> = states.iter().flat_map(|s| s.referenced_files()).collect();
     let mut orphans = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list cold directory", &e))? {
         let entry = entry.map_err(|e| Error::io("list cold directory", &e))?;
