@@ -38,14 +38,14 @@ use futures::executor::block_on;
 use futures::stream::{FuturesUnordered, StreamExt};
 use rill::{Append, Config, Create, Engine, Read, StreamId};
 use rill_cold::{PackReader, SliceSpec};
-use rill_shard::command::{Command, FlushCommit, Op, PackCommit, SliceCommit};
-use rill_shard::group::{FlushLimits, GroupLimits, GroupState};
-use rill_shard::integrity::SetSum;
-use rill_shard::log::{EntryBody, LocalFuture, LogEntry, LogStore};
+use rill_shard::state::command::{Command, FlushCommit, Op, PackCommit, SliceCommit};
+use rill_shard::state::group::{FlushLimits, GroupLimits, GroupState};
+use rill_shard::state::integrity::SetSum;
 use rill_shard::wal::device::{MemDir, SegmentFile, WalDir};
 use rill_shard::wal::format::{
     decode_record_at, encode_record, pad_to_block, RecordAt, RecordKind, SegmentHeader, HEADER_LEN,
 };
+use rill_shard::wal::log::{EntryBody, LocalFuture, LogEntry, LogStore};
 use rill_shard::wal::scan::scan_segment;
 use rill_shard::wal::{Durability, WalConfig, WalLog};
 

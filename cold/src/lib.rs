@@ -19,8 +19,8 @@ pub mod planted;
 
 pub use error::{ColdError, ColdErrorKind, Result};
 pub use pack::{
-    encode_pack, remove_pack, write_pack, PackCache, PackCacheStats, PackReader, PackSummary, SliceMeta,
-    SliceSpec, SliceSummary, PACK_FORMAT_VERSION,
+    encode_pack, remove_pack, sync_dir, write_pack, PackCache, PackCacheStats, PackReader, PackSummary,
+    SliceMeta, SliceSpec, SliceSummary, PACK_FORMAT_VERSION,
 };
 
 /// Format version of cold segment files. The cold tier's segments are packs

@@ -8,8 +8,8 @@
 use std::sync::atomic::Ordering;
 
 use futures::channel::oneshot;
-use rill_shard::core::cold::ColdJob;
-use rill_shard::core::envelope::{GroupSnapshot, Mail, Reply, Request};
+use rill_shard::runtime::envelope::ColdJob;
+use rill_shard::runtime::envelope::{GroupSnapshot, Mail, Reply, Request};
 use rill_shard::{Error, ErrorKind, Placement, Result};
 
 use crate::engine::unexpected;
@@ -121,7 +121,7 @@ impl Engine {
     /// `run_gc`, a second purge reporting zero pending entries proves every
     /// byte of the bucket is gone from the cold tier.
     pub async fn purge_bucket(&self, bucket: &str) -> Result<PurgeReport> {
-        rill_shard::name::validate_name("bucket", bucket)?;
+        rill_shard::state::name::validate_name("bucket", bucket)?;
         let mut report = PurgeReport::default();
         for group in 0..self.inner.config.groups {
             let placement = Placement { core: self.core_of_group(group), group };

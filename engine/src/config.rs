@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use rill_shard::core::Clock;
 use rill_shard::limits::{Limits, MailboxFull};
-use rill_shard::log::{LogFactory, LogStore, MemLog};
+use rill_shard::runtime::Clock;
+use rill_shard::wal::log::{LogFactory, LogStore, MemLog};
 use rill_shard::wal::Durability;
 
 /// Default number of groups.

@@ -16,20 +16,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
-use rill_shard::api::{
+use rill_shard::metrics::{CoreMetrics, GroupMetrics};
+use rill_shard::runtime::checkpoint::CheckpointSpec;
+use rill_shard::runtime::cold::ColdSpec;
+use rill_shard::runtime::envelope::{Envelope, Mail, Reply, Request};
+use rill_shard::runtime::mailbox::{mailbox, MailboxSender};
+use rill_shard::runtime::{system_clock, CoreSpec};
+use rill_shard::state::api::{
     Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
     HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
 };
-use rill_shard::core::checkpoint::CheckpointSpec;
-use rill_shard::core::cold::ColdSpec;
-use rill_shard::core::envelope::{Envelope, Mail, Reply, Request};
-use rill_shard::core::mailbox::{mailbox, MailboxSender};
-use rill_shard::core::{system_clock, CoreSpec};
-use rill_shard::group::FlushLimits;
-use rill_shard::group::GroupState;
-use rill_shard::log::{LogFactory, LogStore};
-use rill_shard::metrics::{CoreMetrics, GroupMetrics};
+use rill_shard::state::group::FlushLimits;
+use rill_shard::state::group::GroupState;
 use rill_shard::wal::device::{DmaDir, StdDir, WalDir};
+use rill_shard::wal::log::{LogFactory, LogStore};
 use rill_shard::wal::{recovery, WalConfig, WalLog};
 use rill_shard::{Error, ErrorKind, Placement, Result, StreamId};
 
@@ -88,7 +88,7 @@ impl Engine {
             "recovery done"
         );
         let cold_dir = config.data_dir.join("cold");
-        let orphans = rill_shard::core::pack_files::remove_orphan_packs(&cold_dir, &recovered.states)?;
+        let orphans = rill_shard::packs::remove_orphan_packs(&cold_dir, &recovered.states)?;
         if orphans > 0 {
             tracing::info!(count = orphans, "removed orphan pack files");
         }
@@ -220,7 +220,7 @@ impl Engine {
     /// Creates a stream; idempotent when the settings match.
     pub async fn create(&self, req: Create) -> Result<CreateReply> {
         if let Some(attrs) = &req.attrs {
-            rill_shard::api::validate_attrs(attrs)?;
+            rill_shard::state::api::validate_attrs(attrs)?;
         }
         if let Some(p) = &req.initial_payload {
             self.check_payload(p.len() as u64)?;
@@ -321,7 +321,7 @@ impl Engine {
     /// Replaces a stream's attributes (a JSON object of at most 16 KiB).
     pub async fn set_attrs(&self, id: impl Borrow<StreamId>, json: impl Into<String>) -> Result<()> {
         let json = json.into();
-        rill_shard::api::validate_attrs(&json)?;
+        rill_shard::state::api::validate_attrs(&json)?;
         self.put_attrs(id.borrow().clone(), Some(json)).await
     }
 

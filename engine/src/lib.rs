@@ -38,20 +38,20 @@ pub use metrics::MetricsSnapshot;
 pub use rill_shard::wal::Durability;
 pub use shape::SHAPE_FILE;
 
-pub use rill_shard::api::{
+pub use rill_shard::limits::{Limits, MailboxFull};
+pub use rill_shard::metrics::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
+pub use rill_shard::runtime::envelope::GroupSnapshot;
+pub use rill_shard::state::api::{
     AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
     CreateReply, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
     DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
 };
-pub use rill_shard::core::envelope::GroupSnapshot;
-pub use rill_shard::integrity::{record_digest, Integrity, SetSum};
-pub use rill_shard::limits::{Limits, MailboxFull};
-pub use rill_shard::metrics::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
-pub use rill_shard::name::{placement_hash, MAX_NAME_LEN};
+pub use rill_shard::state::integrity::{record_digest, Integrity, SetSum};
+pub use rill_shard::{placement::placement_hash, state::name::MAX_NAME_LEN};
 pub use rill_shard::{Error, ErrorClass, ErrorCode, ErrorKind, Placement, Result, StreamId};
 
 /// Seams for tests and tools: the log store trait and its in-memory store.
 pub mod seams {
-    pub use rill_shard::core::{system_clock, Clock};
-    pub use rill_shard::log::{EntryBody, LocalFuture, LogEntry, LogFactory, LogStore, Lsn, MemLog};
+    pub use rill_shard::runtime::{system_clock, Clock};
+    pub use rill_shard::wal::log::{EntryBody, LocalFuture, LogEntry, LogFactory, LogStore, Lsn, MemLog};
 }

@@ -13,9 +13,9 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use rill_shard::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
-use rill_shard::command::{Command, CompactCommit, FlushCommit, Op, PackCommit, SliceCommit};
-use rill_shard::group::GroupState;
+use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
+use rill_shard::state::command::{Command, CompactCommit, FlushCommit, Op, PackCommit, SliceCommit};
+use rill_shard::state::group::GroupState;
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
 use rill_shard::StreamId;
 
@@ -116,7 +116,7 @@ pub fn sample_commands() -> Vec<Command> {
             start: 0,
             end: 5,
             records: 1,
-            sum: rill_shard::integrity::SetSum::default(),
+            sum: rill_shard::state::integrity::SetSum::default(),
         }],
     };
     let ops = vec![

@@ -5,7 +5,7 @@
 //!   [`model_ops`], shared rules in [`model_rules`]); [`observe`] reduces
 //!   the real state machine's answers to the model's vocabulary so the two
 //!   can be compared step by step. The model owns no invariant of the
-//!   engine: it is an oracle, kept independent of `rill_shard::group` on
+//!   engine: it is an oracle, kept independent of `rill_shard::state::group` on
 //!   purpose.
 //! * Decoder fuzz targets ([`targets`]) with their seed corpus and mutator
 //!   ([`corpus`]) and an input reader ([`cursor`]).

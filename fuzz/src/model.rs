@@ -1,5 +1,5 @@
 //! A deliberately simple reference model of one group (SPEC §2), for
-//! model-based property tests of `rill_shard::group::GroupState`.
+//! model-based property tests of `rill_shard::state::group::GroupState`.
 //!
 //! The model favours obviousness over efficiency: each stream keeps every
 //! byte ever appended in one `Vec<u8>` and the boundaries of every record
@@ -20,10 +20,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rill_shard::api::{HeadReply, DEFAULT_CONTENT_TYPE};
 use rill_shard::error::ErrorCode;
-use rill_shard::group::GroupLimits;
-use rill_shard::integrity::{record_digest, Integrity, SetSum};
+use rill_shard::state::api::{HeadReply, DEFAULT_CONTENT_TYPE};
+use rill_shard::state::group::GroupLimits;
+use rill_shard::state::integrity::{record_digest, Integrity, SetSum};
 use rill_shard::StreamId;
 
 use crate::observe::{Fault, Item};

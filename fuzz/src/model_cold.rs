@@ -15,8 +15,8 @@
 //! set-sums (retention drops flushed ranges whole) and reclamation depend
 //! on.
 
-use rill_shard::command::{CompactCommit, Effect, FlushCommit, PackCommit, SliceCommit};
 use rill_shard::error::ErrorCode;
+use rill_shard::state::command::{CompactCommit, Effect, FlushCommit, PackCommit, SliceCommit};
 use rill_shard::StreamId;
 
 use crate::model::{Model, ModelChunk, ModelGc, ModelPack, ModelStream};

@@ -7,9 +7,9 @@
 //! not have touched the model; `apply` derives `mutated` from the commit
 //! index and the tests check the state separately.
 
-use rill_shard::api::{Append, AppendBatch, Close, Create, PublishSnapshot};
-use rill_shard::command::{Command, Effect, Op};
 use rill_shard::error::ErrorCode;
+use rill_shard::state::api::{Append, AppendBatch, Close, Create, PublishSnapshot};
+use rill_shard::state::command::{Command, Effect, Op};
 use rill_shard::StreamId;
 
 use crate::model::{Model, ModelStream};

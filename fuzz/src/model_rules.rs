@@ -6,8 +6,8 @@
 //! Like the rest of the model these are restated from the specification,
 //! not taken from the real machine.
 
-use rill_shard::api::ProducerArgs;
 use rill_shard::error::ErrorCode;
+use rill_shard::state::api::ProducerArgs;
 
 use crate::model::{Model, ModelProducer, ModelStream, Recorded};
 use crate::observe::{Fault, Item};

@@ -1,16 +1,16 @@
 //! A common vocabulary for comparing the real group state machine with the
 //! reference model.
 //!
-//! The real machine answers with [`rill_shard::command::Applied`]; the model
+//! The real machine answers with [`rill_shard::state::command::Applied`]; the model
 //! answers directly in the types of this module. [`observe`] reduces a real
 //! answer to the same shape: every reply field that SPEC §2 gives meaning to
 //! (offsets, counts, flags, commit indexes), and for errors the stable code
 //! plus the numeric context the error carries. Message text is never
 //! compared. Nothing here knows how either side computes its answers.
 
-use rill_shard::api::AppendReply;
-use rill_shard::command::{Applied, Effect, Response};
 use rill_shard::error::{Error, ErrorCode, ErrorKind};
+use rill_shard::state::api::AppendReply;
+use rill_shard::state::command::{Applied, Effect, Response};
 use rill_shard::StreamId;
 
 /// An error as far as callers may rely on it: the code and its numbers.

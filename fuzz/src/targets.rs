@@ -16,9 +16,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use rill_shard::api::{Append, AppendBatch, Create, PublishSnapshot};
-use rill_shard::command::{Command, Op};
-use rill_shard::group::{GroupLimits, GroupState};
+use rill_shard::state::api::{Append, AppendBatch, Create, PublishSnapshot};
+use rill_shard::state::command::{Command, Op};
+use rill_shard::state::group::{GroupLimits, GroupState};
 use rill_shard::wal::format::{
     decode_record_at, encode_record, next_block, pad_to_block, RecordAt, RecordKind, RecordRef,
     SegmentHeader, HEADER_LEN, MAGIC, RECORD_HEADER_LEN,
@@ -340,7 +340,7 @@ pub fn built_commands(c: &mut Cursor<'_>) -> Vec<Command> {
             1 | 2 => {
                 let mut append = Append::new(id, Bytes::copy_from_slice(c.bytes(40)));
                 if c.bool() {
-                    append.producer = Some(rill_shard::api::ProducerArgs {
+                    append.producer = Some(rill_shard::state::api::ProducerArgs {
                         id: "p".into(),
                         epoch: 0,
                         seq: u64::from(c.u8() % 4),

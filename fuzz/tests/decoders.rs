@@ -103,7 +103,7 @@ fn every_target_survives_its_corpus_and_mutations() {
 #[test]
 fn valid_seeds_decode() {
     use rill_fuzz::targets::{unbounded_limits, wrap_snapshot_body};
-    use rill_shard::group::GroupState;
+    use rill_shard::state::group::GroupState;
     let file = |target: &str, name: &str| {
         load(target).into_iter().find(|(n, _)| n == name).map(|(_, b)| b).expect("seed exists")
     };
@@ -129,6 +129,7 @@ fn valid_seeds_decode() {
     let scan = rill_shard::wal::scan::scan_segment(&segment).unwrap();
     assert_eq!(scan.records.len(), rill_fuzz::corpus::sample_commands().len());
     for (i, _) in rill_fuzz::corpus::sample_commands().iter().enumerate() {
-        postcard::from_bytes::<rill_shard::command::Command>(&file("command", &format!("op{i}"))).unwrap();
+        postcard::from_bytes::<rill_shard::state::command::Command>(&file("command", &format!("op{i}")))
+            .unwrap();
     }
 }

@@ -108,9 +108,9 @@ fn install_of_an_older_snapshot_survives_recovery() {
 #[ignore = "documented: retention evicts flushed records per chunk, not per record"]
 fn retention_evicts_flushed_records_one_by_one() {
     use bytes::Bytes;
-    use rill_shard::api::{Append, Create, PublishSnapshot};
-    use rill_shard::command::{Command, FlushCommit, Op, PackCommit};
-    use rill_shard::group::{FlushLimits, GroupLimits, GroupState};
+    use rill_shard::state::api::{Append, Create, PublishSnapshot};
+    use rill_shard::state::command::{Command, FlushCommit, Op, PackCommit};
+    use rill_shard::state::group::{FlushLimits, GroupLimits, GroupState};
 
     let limits = GroupLimits { max_hot_bytes: u64::MAX, ..GroupLimits::default() };
     let id = rill_shard::StreamId::new("b", "s").unwrap();

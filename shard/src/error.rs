@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::name::Placement;
+use crate::placement::Placement;
 
 /// How a caller should react to an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,27 +1,34 @@
 //! `rill-shard`: one core's world.
 //!
-//! This crate owns everything that runs on (or is owned by) a single core:
-//! the pure group state machine ([`group`]), the commands it applies
-//! ([`command`]), the API request and reply values ([`api`]), names and
-//! placement ([`name`]), integrity set-sums ([`integrity`]), the error type
-//! ([`error`]), the log seam the state machine's effects go through
-//! ([`log`]), per-core and per-group metrics ([`metrics`]) and the core
-//! worker runtime ([`core`]). Nothing here knows about other cores; the
-//! `rill` crate wires cores together.
+//! The crate is three layers, each a folder, with a few leaves below them
+//! (imports only ever point down):
+//!
+//! * [`runtime`]: the glommio side of a core: mailbox, dispatcher, group
+//!   tasks, the commit queue, checkpoints and the cold worker.
+//! * [`packs`]: the cold tier's synchronous file work (writing, reading,
+//!   removing and checking pack files).
+//! * [`wal`]: the log seam and the write-ahead log: record format, devices,
+//!   writer, recovery.
+//! * [`state`]: the pure group state machine and its vocabulary (API
+//!   values, logged commands, names, integrity set-sums).
+//! * leaves: [`error`], [`placement`], [`local`] (the single-threaded
+//!   primitives every task uses), [`limits`], [`metrics`].
+//!
+//! Nothing here knows about other cores; the `rill` crate wires cores
+//! together.
 
-pub mod api;
-pub mod command;
 pub mod error;
-pub mod group;
-pub mod integrity;
-pub mod name;
-
-pub use error::{Error, ErrorClass, ErrorCode, ErrorKind, Result};
-pub use name::{Placement, StreamId};
-pub mod core;
 pub mod limits;
-pub mod log;
+pub mod local;
 pub mod metrics;
+pub mod packs;
+pub mod placement;
 #[doc(hidden)]
 pub mod planted;
+pub mod runtime;
+pub mod state;
 pub mod wal;
+
+pub use error::{Error, ErrorClass, ErrorCode, ErrorKind, Result};
+pub use placement::Placement;
+pub use state::name::StreamId;

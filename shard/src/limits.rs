@@ -7,7 +7,7 @@
 //! than discovered under load.
 
 use crate::error::{Error, Result};
-use crate::group::GroupLimits;
+use crate::state::group::GroupLimits;
 
 /// What a sender does when a core's mailbox is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

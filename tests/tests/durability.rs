@@ -82,7 +82,7 @@ async fn observe(e: &Engine, ids: &[StreamId]) -> Vec<String> {
 }
 
 fn blake_hex(bytes: &[u8]) -> String {
-    format!("{}", rill_shard::integrity::record_digest(0, bytes)[0])
+    format!("{}", rill_shard::state::integrity::record_digest(0, bytes)[0])
 }
 
 fn wal_files(dir: &Path) -> Vec<PathBuf> {

@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use rill_shard::api::Read;
-use rill_shard::group::GroupState;
+use rill_shard::state::api::Read;
+use rill_shard::state::group::GroupState;
 use rill_shard::StreamId;
 
 use super::world::Sim;

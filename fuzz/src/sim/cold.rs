@@ -23,36 +23,16 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use rill_shard::command::Op;
-use rill_shard::core::pack_files::{
-    compaction_commit, compaction_inputs, remove_files, write_compaction, write_flush,
-};
-use rill_shard::group::{Piece, ReadPlan};
-use rill_shard::log::LogStore;
+use rill_shard::packs::{compaction_commit, compaction_inputs, remove_files, write_compaction, write_flush};
 use rill_shard::planted::{self, Bug};
+use rill_shard::state::command::Op;
+use rill_shard::state::group::{Piece, ReadPlan};
+use rill_shard::wal::log::LogStore;
 use rill_shard::ErrorCode;
 
 use super::plan::{ColdKind, BUCKETS};
-use super::world::Sim;
+use super::world::{ColdJob, JobStep, Sim};
 use super::{ensure, Fail};
-
-/// A cold job in flight on a core.
-#[derive(Clone, Debug)]
-pub(super) struct ColdJob {
-    pub group: u32,
-    pub step: JobStep,
-    /// Pack files the job wrote that no commit names yet.
-    pub outputs: Vec<String>,
-}
-
-#[derive(Clone, Debug)]
-pub(super) enum JobStep {
-    /// Commit this through the group's log.
-    Commit(Op),
-    /// Remove these files once the group's log is durable through `lsn`,
-    /// then acknowledge them.
-    Remove { due: Vec<(u64, String)>, lsn: u64 },
-}
 
 fn io(what: &'static str) -> impl Fn(rill_shard::Error) -> Fail {
     move |e| Fail::new("cold-io", format!("{what}: {e}"))
@@ -81,7 +61,7 @@ impl Sim {
                     self.damaged.remove(file);
                 }
                 self.stats.flushes += 1;
-                let commit = rill_shard::command::FlushCommit { packs };
+                let commit = rill_shard::state::command::FlushCommit { packs };
                 ColdJob { group: g, step: JobStep::Commit(Op::FlushCommit(commit)), outputs }
             }
             ColdKind::Compact => {
@@ -170,7 +150,7 @@ impl Sim {
 
     /// Fetches a read plan's cold pieces through the pack cache. `Ok(None)`:
     /// it failed with `Corrupted` on a file damaged on purpose.
-    pub(super) fn resolve(&self, plan: ReadPlan) -> Result<Option<rill_shard::api::ReadReply>, Fail> {
+    pub(super) fn resolve(&self, plan: ReadPlan) -> Result<Option<rill_shard::state::api::ReadReply>, Fail> {
         let files: Vec<String> = plan
             .pieces
             .iter()
@@ -288,13 +268,16 @@ impl Sim {
     }
 
     /// After a restart: the real orphan sweep, then what it left.
-    pub(super) fn sweep_orphans(&mut self, states: &[rill_shard::group::GroupState]) -> Result<(), Fail> {
-        let removed = rill_shard::core::pack_files::remove_orphan_packs(&self.cold_dir, states)
+    pub(super) fn sweep_orphans(
+        &mut self,
+        states: &[rill_shard::state::group::GroupState],
+    ) -> Result<(), Fail> {
+        let removed = rill_shard::packs::remove_orphan_packs(&self.cold_dir, states)
             .map_err(|e| Fail::new("cold-io", format!("orphan sweep: {e}")))?;
         self.stats.orphans_swept += removed as u64;
         let on_disk = list(&self.cold_dir)?;
         self.damaged.retain(|f| on_disk.contains(f));
-        self.store = rill_shard::core::cold::ColdStore::new(self.cold_dir.clone(), 1 << 20);
+        self.store = rill_shard::packs::ColdStore::new(self.cold_dir.clone(), 1 << 20);
         Ok(())
     }
 }

@@ -28,8 +28,8 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 use rill_shard::error::{Error, ErrorKind, Result};
-use rill_shard::log::LocalFuture;
 use rill_shard::wal::device::{SegmentFile, WalDir};
+use rill_shard::wal::log::LocalFuture;
 
 use super::plan::DevFault;
 use crate::rng::Rng;

@@ -10,7 +10,7 @@
 //! failure) never changes what the remaining ones do, only the state they
 //! meet.
 
-use rill_shard::group::{FlushLimits, GroupLimits};
+use rill_shard::state::group::{FlushLimits, GroupLimits};
 use rill_shard::StreamId;
 
 use crate::rng::Rng;

@@ -122,7 +122,7 @@ impl Sim {
 
     /// Matches a recovered group against the acknowledged state plus a
     /// prefix of its pending entries, and makes it the new live state.
-    fn reconcile(&mut self, g: usize, recovered: rill_shard::group::GroupState) -> Result<(), Fail> {
+    fn reconcile(&mut self, g: usize, recovered: rill_shard::state::group::GroupState) -> Result<(), Fail> {
         let group = &mut self.groups[g];
         let mut state = group.shadow.clone();
         let mut model = group.model_durable.clone();

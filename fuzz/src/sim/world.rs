@@ -21,17 +21,16 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use rill_shard::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
-use rill_shard::command::{Command, Op};
-use rill_shard::core::cold::ColdStore;
-use rill_shard::group::GroupState;
-use rill_shard::log::{EntryBody, LogEntry, LogStore};
+use rill_shard::packs::ColdStore;
 use rill_shard::planted::{self, Bug};
+use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
+use rill_shard::state::command::{Command, Op};
+use rill_shard::state::group::GroupState;
 use rill_shard::wal::device::WalDir;
+use rill_shard::wal::log::{EntryBody, LogEntry, LogStore};
 use rill_shard::wal::{Durability, WalConfig, WalLog};
 use rill_shard::StreamId;
 
-use super::cold::ColdJob;
 use super::device::SimDir;
 use super::plan::{At, EpochPick, Life, Prod, SeqPick, Setup, SimOp, ATTRS, CONTENT_TYPES, PRODUCERS};
 use super::{ensure, guard, yields, Fail, Stats};
@@ -81,6 +80,24 @@ impl Core {
             task.cancel();
         }
     }
+}
+
+/// A cold job in flight on a core.
+#[derive(Clone, Debug)]
+pub(super) struct ColdJob {
+    pub group: u32,
+    pub step: JobStep,
+    /// Pack files the job wrote that no commit names yet.
+    pub outputs: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(super) enum JobStep {
+    /// Commit this through the group's log.
+    Commit(Op),
+    /// Remove these files once the group's log is durable through `lsn`,
+    /// then acknowledge them.
+    Remove { due: Vec<(u64, String)>, lsn: u64 },
 }
 
 /// A logged entry, as the oracle remembers it.

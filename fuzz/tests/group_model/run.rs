@@ -6,10 +6,10 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 use rill_fuzz::{observe, Fault, Model};
-use rill_shard::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot, Read};
-use rill_shard::command::{Command, Op};
 use rill_shard::error::ErrorCode;
-use rill_shard::group::GroupState;
+use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot, Read};
+use rill_shard::state::command::{Command, Op};
+use rill_shard::state::group::GroupState;
 
 use crate::steps::{
     id, limits, At, Digest, EpochPick, Life, Prod, SeqPick, Step, ATTRS, CONTENT_TYPES, IDS, PRODUCERS,

@@ -5,7 +5,7 @@
 //! current state (so retries, gaps and epoch changes hit real producers).
 
 use proptest::prelude::*;
-use rill_shard::group::GroupLimits;
+use rill_shard::state::group::GroupLimits;
 use rill_shard::StreamId;
 
 pub(crate) const BUCKETS: [&str; 3] = ["a", "b", "c"];

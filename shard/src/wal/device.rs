@@ -27,7 +27,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::log::LocalFuture;
+use crate::wal::log::LocalFuture;
 
 /// One segment file, open for writing.
 pub trait SegmentFile {
@@ -56,7 +56,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
-    crate::core::blocking::run(f).await
+    crate::local::blocking::run(f).await
 }
 
 /// Glommio DMA segment files.

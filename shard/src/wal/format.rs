@@ -119,7 +119,7 @@ pub(super) fn check_header(bytes: &[u8]) -> std::result::Result<SegmentHeader, H
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum RecordKind {
-    /// A postcard-encoded [`crate::command::Command`].
+    /// A postcard-encoded [`crate::state::command::Command`].
     Command = 1,
     /// An encoded group snapshot that replaces the group's state.
     Install = 2,

@@ -1,14 +1,17 @@
 //! The write-ahead log (SPEC §6): one per core, group-committed, recovered
 //! at open.
 //!
+//! * [`log`]: the seam ([`log::LogStore`]) every core's log implements,
+//!   and the in-memory [`log::MemLog`].
 //! * [`format`]: the segment and record layout, byte by byte.
 //! * [`scan`]: reading a segment back, telling a torn tail from corruption.
 //! * [`device`]: the file seam (DMA, `std::fs`, memory, fault injection).
-//! * [`writer`]: [`WalLog`], the core's [`crate::log::LogStore`].
+//! * [`writer`]: [`WalLog`], the core's [`log::LogStore`].
 //! * [`recovery`]: checkpoints and replay at open.
 
 pub mod device;
 pub mod format;
+pub mod log;
 pub mod recovery;
 pub mod scan;
 pub mod writer;

@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 
 use super::format::RecordKind;
 use super::scan::{scan_segment, ScanEnd};
-use crate::command::Command;
 use crate::error::{Error, ErrorKind, Result};
-use crate::group::{GroupLimits, GroupState};
+use crate::state::command::Command;
+use crate::state::group::{GroupLimits, GroupState};
 
 /// Directory holding the checkpoints.
 pub fn checkpoint_dir(data_dir: &Path) -> PathBuf {

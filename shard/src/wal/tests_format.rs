@@ -11,8 +11,8 @@ use super::format::{
     RECORD_HEADER_LEN,
 };
 use super::scan::{scan_segment, ScanEnd, SegmentScan};
-use crate::command::{Command, Op};
 use crate::error::ErrorCode;
+use crate::state::command::{Command, Op};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Rec {

@@ -12,10 +12,10 @@ use super::device::{Fault, FaultyDir, MemDir, WalDir};
 use super::format::{RecordKind, BLOCK};
 use super::scan::{scan_segment, ScanEnd};
 use super::{Durability, WalConfig, WalLog};
-use crate::api::Append;
-use crate::command::{Command, Op};
-use crate::log::{EntryBody, LogEntry, LogStore};
-use crate::name::StreamId;
+use crate::state::api::Append;
+use crate::state::command::{Command, Op};
+use crate::state::name::StreamId;
+use crate::wal::log::{EntryBody, LogEntry, LogStore};
 
 fn run<T, F, Fut>(make: F) -> T
 where

@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use super::device::{SegmentFile, WalDir};
 use super::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
-use crate::core::LocalSignal;
 use crate::error::{Error, Result};
-use crate::log::{EntryBody, LocalFuture, LogEntry, LogStore, Lsn};
+use crate::local::LocalSignal;
+use crate::wal::log::{EntryBody, LocalFuture, LogEntry, LogStore, Lsn};
 
 /// When an append counts as durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,74 @@
+//! The cold tier's file side, synchronous and free of the runtime: the
+//! per-core store that reads go through ([`ColdStore`], a directory plus
+//! the memory-mapped pack cache), and the file work of flushes,
+//! compactions, reclamation and recovery ([`files`]). The runtime calls
+//! these on its blocking pool; `Engine::open` and the simulation call the
+//! same functions.
+//!
+//! Invariant: a pack is read only through the cache, which verifies each
+//! slice's checksum before handing out its bytes, so a damaged file is
+//! `Corrupted`, never garbage.
+
+pub mod files;
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::error::{Error, ErrorKind};
+use crate::state::group::ColdPiece;
+
+pub use self::files::{
+    check_pack_files, compaction_commit, compaction_inputs, remove_files, remove_orphan_packs,
+    write_compaction, write_flush,
+};
+
+/// Maps a cold-tier error onto the engine's.
+pub(crate) fn cold_error(err: rill_cold::ColdError) -> Error {
+    match err.kind() {
+        rill_cold::ColdErrorKind::Corrupted { .. } => Error::corrupted(err.to_string()),
+        rill_cold::ColdErrorKind::Io { op, .. } => Error::new(ErrorKind::Io { op, message: err.to_string() }),
+        _ => Error::corrupted(format!("cold tier: {err}")),
+    }
+}
+
+/// The per-core pack reader cache.
+pub struct ColdStore {
+    dir: PathBuf,
+    cache: rill_cold::PackCache,
+}
+
+impl std::fmt::Debug for ColdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColdStore").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+impl ColdStore {
+    pub fn new(dir: PathBuf, cache_bytes: u64) -> Self {
+        ColdStore { dir, cache: rill_cold::PackCache::new(cache_bytes) }
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// The bytes of one cold piece (checksum verified on first use).
+    pub fn fetch(&self, piece: &ColdPiece) -> Result<Bytes> {
+        let reader = self.cache.get_or_open(&self.path(&piece.file)).map_err(cold_error)?;
+        let slice = reader.slice_as_bytes(piece.slice as usize).map_err(cold_error)?;
+        let (from, to) = (piece.from as usize, (piece.from + piece.len) as usize);
+        if to > slice.len() {
+            return Err(Error::corrupted(format!(
+                "{}: slice {} is shorter than its chunk",
+                piece.file, piece.slice
+            )));
+        }
+        Ok(slice.slice(from..to))
+    }
+
+    pub fn forget(&self, file: &str) {
+        self.cache.forget(&self.path(file));
+    }
+}

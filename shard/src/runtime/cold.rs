@@ -1,0 +1,196 @@
+//! The cold tier on a core (SPEC §3): the memory-mapped pack cache reads go
+//! through, and the flush, reclamation and compaction workers.
+//!
+//! Every worker follows the same shape: plan inside the group (a pure,
+//! read-only call on its state), do the file work on the executor's
+//! blocking pool while the group keeps serving requests, then commit the
+//! outcome through the group's own queue and log, where the state machine
+//! re-checks the plan against the state of that moment (a stale plan is
+//! recognised from structured state and its file queued for removal).
+//! Workers of one core never overlap (one lock), so two plans of the same
+//! group are never in flight together. Removing a file always happens
+//! before the GC acknowledgement is committed, so a crash between the two
+//! only repeats an idempotent removal; and only after the commands that
+//! queued the files for removal are durable (a durability barrier through
+//! the group's queue), so a crash can never bring back a reference to a
+//! removed file.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+
+use super::envelope::{ColdJob, Envelope, Reply, Request};
+use super::group_task::Group;
+use super::Core;
+use crate::error::{Error, ErrorKind, Result};
+use crate::packs::{compaction_commit, compaction_inputs, remove_files, write_compaction, write_flush};
+use crate::state::command::FlushCommit;
+use crate::state::group::FlushLimits;
+
+/// Cold-tier settings of a core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColdSpec {
+    /// Directory of the pack files.
+    pub dir: PathBuf,
+    /// Run the background flush/GC/compaction loop.
+    pub background: bool,
+    /// How often the background loop looks at the groups.
+    pub interval: Duration,
+    /// A group is flushed in the background once it holds this many hot
+    /// bytes.
+    pub min_hot_bytes: u64,
+    pub limits: FlushLimits,
+    /// Chunks smaller than this are compaction candidates.
+    pub compact_small_bytes: u64,
+    /// A compacted chunk is at most this long.
+    pub compact_max_bytes: u64,
+    /// Compaction inputs are removed no earlier than this after the commit.
+    pub compact_grace: Duration,
+    /// Bytes of mapped packs kept open.
+    pub cache_bytes: u64,
+}
+
+async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    crate::local::blocking::run(f).await
+}
+
+/// Sends an internal request through the group's queue and waits for it.
+async fn commit(group: &Group, request: Request) -> Result<Reply> {
+    let (tx, rx) = oneshot::channel();
+    group.push(Envelope { group: group.id, request, reply: tx, sent_at: Instant::now() });
+    rx.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))?
+}
+
+/// Runs one job over every group of the core; returns the count it
+/// reports (chunks flushed, entries reclaimed, compactions done).
+pub(crate) async fn run_job(core: &Rc<Core>, job: ColdJob, force: bool) -> Result<u64> {
+    let Some(spec) = core.cold_spec.clone() else { return Ok(0) };
+    let _one_at_a_time = core.cold_lock.lock().await;
+    let mut ids: Vec<u32> = core.groups.keys().copied().collect();
+    ids.sort_unstable();
+    let mut total = 0;
+    for id in ids {
+        if core.stopping.get() {
+            break;
+        }
+        let group = core.groups[&id].clone();
+        total += match job {
+            ColdJob::Flush => flush_group(core, &spec, &group, force).await?,
+            ColdJob::Gc => gc_group(core, &spec, &group).await?,
+            ColdJob::Compact => compact_group(core, &spec, &group).await?,
+        };
+    }
+    Ok(total)
+}
+
+async fn flush_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>, force: bool) -> Result<u64> {
+    let plans = {
+        let state = group.state.borrow();
+        if state.hot_bytes() == 0 || (!force && state.hot_bytes() < spec.min_hot_bytes) {
+            return Ok(0);
+        }
+        state.plan_flush(&spec.limits)
+    };
+    if plans.is_empty() {
+        return Ok(0);
+    }
+    let started = Instant::now();
+    let dir = spec.dir.clone();
+    let group_id = group.id;
+    let packs = blocking(move || write_flush(&dir, group_id, &plans)).await?;
+    let bytes: u64 = packs.iter().map(|p| p.bytes).sum();
+    let reply = commit(group, Request::FlushCommit(FlushCommit { packs })).await?;
+    let Reply::Flushed { chunks } = reply else { return Ok(0) };
+    core.metrics.record_flush(chunks, bytes);
+    group.metrics.record_flush(chunks, bytes);
+    tracing::debug!(
+        group = group_id,
+        chunks,
+        bytes,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "flush"
+    );
+    Ok(chunks)
+}
+
+async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result<u64> {
+    let due = group.state.borrow().gc_due(core.now_ms());
+    if due.is_empty() {
+        return Ok(0);
+    }
+    // The commands that queued these entries (a delete, a retention, a
+    // purge, a stale commit) were applied before they were durable. Until
+    // they are, a crash may undo them and leave the files referenced
+    // again: wait for every entry submitted so far before removing any.
+    commit(group, Request::Barrier).await?;
+    if let Some(store) = &core.cold_store {
+        for (_, file) in &due {
+            store.forget(file);
+        }
+    }
+    let dir = spec.dir.clone();
+    let files: Vec<String> = due.iter().map(|(_, f)| f.clone()).collect();
+    blocking(move || remove_files(&dir, &files)).await?;
+    let seqs = due.iter().map(|(s, _)| *s).collect();
+    let reply = commit(group, Request::GcAck(seqs)).await?;
+    let Reply::GcAcked { removed } = reply else { return Ok(0) };
+    core.metrics.gc_entries.fetch_add(removed, std::sync::atomic::Ordering::Relaxed);
+    group.metrics.gc_entries.fetch_add(removed, std::sync::atomic::Ordering::Relaxed);
+    Ok(removed)
+}
+
+async fn compact_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result<u64> {
+    let plans = group.state.borrow().plan_compaction(spec.compact_small_bytes, spec.compact_max_bytes);
+    let Some(store) = core.cold_store.clone() else { return Ok(0) };
+    let mut done = 0;
+    for plan in plans {
+        let parts = {
+            let state = group.state.borrow();
+            match compaction_inputs(&store, &state, &plan)? {
+                Some(parts) => parts,
+                None => continue,
+            }
+        };
+        let dir = spec.dir.clone();
+        let group_id = group.id;
+        let written = plan.clone();
+        let output = blocking(move || write_compaction(&dir, group_id, &written, &parts)).await?;
+        let request = Request::CompactCommit(compaction_commit(&plan, output, spec.compact_grace));
+        if let Reply::Compacted { replaced: true } = commit(group, request).await? {
+            done += 1;
+            core.metrics.compactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    Ok(done)
+}
+
+/// The background loop: flush groups over their hot threshold, reclaim
+/// due GC entries, compact small chunks.
+pub(crate) async fn cold_loop(core: Rc<Core>) {
+    let Some(spec) = core.cold_spec.clone() else { return };
+    if !spec.background {
+        return;
+    }
+    let mut busy = false;
+    loop {
+        // While flushes still find work, go again at once: ingest faster
+        // than one flush per interval must not pile up hot bytes.
+        if busy {
+            crate::local::yield_now().await;
+        } else {
+            glommio::timer::sleep(spec.interval).await;
+        }
+        busy = false;
+        if core.stopping.get() || core.commit.failure().is_some() {
+            continue;
+        }
+        for job in [ColdJob::Flush, ColdJob::Gc, ColdJob::Compact] {
+            match run_job(&core, job, false).await {
+                Ok(done) => busy |= job == ColdJob::Flush && done > 0,
+                Err(err) => tracing::error!(core = core.id, ?job, error = %err, "cold worker failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Acknowledgement after durability: the core's log and its queue of
+//! replies waiting for it.
+//!
+//! Every reply of a core leaves through [`Commit::after`] with the LSN it
+//! depends on: a mutation's own LSN, or, for anything else a group answers,
+//! the last LSN that group submitted (so a read never shows bytes a crash
+//! could take back). A reply whose LSN is already durable, with nothing
+//! queued ahead of it, goes out at once; otherwise it queues in submission
+//! order and the acker task releases it when the log's durable LSN covers
+//! it. Effects of a mutation (waking live readers) are released the same
+//! way, so a parked reader is never woken by bytes that are not yet durable.
+//! If the log fails, the core is failed: queued replies that are not durable
+//! get the error, and every later submission fails with it.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::envelope::{Reply, ReplyTx};
+use super::Core;
+use crate::error::Result;
+use crate::local::LocalSignal;
+use crate::state::command::Effect;
+use crate::wal::log::{LogEntry, LogStore, Lsn};
+
+/// Which latency histogram a reply feeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatencyKind {
+    Append,
+    Read,
+    Other,
+}
+
+/// A reply (and/or effects) waiting for durability.
+#[derive(Debug)]
+pub struct Pending {
+    pub lsn: Lsn,
+    pub group: u32,
+    pub reply: Option<PendingReply>,
+    pub effects: Vec<Effect>,
+    /// Payload bytes this entry held uncommitted in its group.
+    pub uncommitted: u64,
+}
+
+/// The reply part of a [`Pending`].
+#[derive(Debug)]
+pub struct PendingReply {
+    pub tx: ReplyTx,
+    pub result: Result<Reply>,
+    pub sent_at: Instant,
+    pub kind: LatencyKind,
+}
+
+/// A core's log plus the replies waiting on it.
+#[derive(Debug)]
+pub struct Commit {
+    log: Box<dyn LogStore>,
+    queue: RefCell<VecDeque<Pending>>,
+    signal: LocalSignal,
+    failed: RefCell<Option<crate::Error>>,
+}
+
+impl Commit {
+    pub fn new(log: Box<dyn LogStore>) -> Self {
+        Commit {
+            log,
+            queue: RefCell::new(VecDeque::new()),
+            signal: LocalSignal::default(),
+            failed: RefCell::new(None),
+        }
+    }
+
+    /// Submits an entry to the log. After an error the core is failed.
+    pub async fn submit(&self, entry: LogEntry<'_>) -> Result<Lsn> {
+        if let Some(err) = self.failed.borrow().clone() {
+            return Err(err);
+        }
+        match self.log.submit(entry).await {
+            Ok(lsn) => Ok(lsn),
+            Err(err) => {
+                tracing::error!(error = %err, "log submission failed; core stops accepting mutations");
+                self.failed.replace(Some(err.clone()));
+                Err(err)
+            }
+        }
+    }
+
+    /// The core's log.
+    pub fn log(&self) -> &dyn LogStore {
+        &*self.log
+    }
+
+    /// The error that failed this core, if any.
+    pub fn failure(&self) -> Option<crate::Error> {
+        self.failed.borrow().clone()
+    }
+
+    /// Releases `item` once `item.lsn` is durable.
+    pub fn after(&self, core: &Rc<Core>, item: Pending) {
+        if item.lsn <= self.log.durable_lsn() && self.queue.borrow().is_empty() {
+            complete(core, item, None);
+        } else {
+            self.queue.borrow_mut().push_back(item);
+            self.signal.notify();
+        }
+    }
+
+    /// The acker task: releases queued items as the log makes them durable.
+    pub async fn run_acker(&self, core: &Rc<Core>) {
+        loop {
+            let lsn = self.signal.wait_until(|| self.queue.borrow().front().map(|p| p.lsn)).await;
+            let outcome = self.log.wait_durable(lsn).await;
+            if let Err(err) = outcome {
+                tracing::error!(error = %err, "log cannot make entries durable; core failed");
+                self.failed.replace(Some(err));
+            }
+            self.release(core);
+        }
+    }
+
+    /// Completes every queued item the log has made durable (or fails the
+    /// rest when the core has failed).
+    fn release(&self, core: &Rc<Core>) {
+        let durable = self.log.durable_lsn();
+        let failure = self.failure();
+        let mut ready = Vec::new();
+        {
+            let mut queue = self.queue.borrow_mut();
+            while let Some(front) = queue.front() {
+                if front.lsn > durable && failure.is_none() {
+                    break;
+                }
+                let item = queue.pop_front().expect("front exists");
+                let fail = (item.lsn > durable).then(|| failure.clone()).flatten();
+                ready.push((item, fail));
+            }
+        }
+        for (item, fail) in ready {
+            complete(core, item, fail);
+        }
+    }
+
+    /// Waits up to `timeout` for queued items; fails whatever is left.
+    pub async fn drain(&self, core: &Rc<Core>, timeout: Duration) {
+        let start = Instant::now();
+        while !self.queue.borrow().is_empty() {
+            if start.elapsed() >= timeout {
+                let left: Vec<Pending> = self.queue.borrow_mut().drain(..).collect();
+                let err = crate::Error::new(crate::ErrorKind::ShuttingDown);
+                for item in left {
+                    complete(core, item, Some(err.clone()));
+                }
+                return;
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// Sends the reply, settles the group's uncommitted bytes and runs effects.
+fn complete(core: &Rc<Core>, item: Pending, fail: Option<crate::Error>) {
+    let group = core.groups.get(&item.group);
+    if let Some(group) = group {
+        group.settle_uncommitted(item.uncommitted);
+    }
+    if let Some(reply) = item.reply {
+        let result = match fail {
+            Some(err) => Err(err),
+            None => reply.result,
+        };
+        let latency = reply.sent_at.elapsed();
+        match reply.kind {
+            LatencyKind::Append => core.metrics.record_append_latency(latency),
+            LatencyKind::Read => core.metrics.record_read_latency(latency),
+            LatencyKind::Other => {}
+        }
+        let _ = reply.tx.send(result);
+    }
+    if let Some(group) = group {
+        for effect in item.effects {
+            group.on_effect(core, effect);
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The core worker: everything that runs on one pinned executor.
+//!
+//! A core owns a disjoint set of groups. Its **dispatcher** task drains the
+//! core's mailbox and files each request into its group's local queue; one
+//! **group task** per group takes requests from that queue one at a time and
+//! applies them to the group's state machine, so a group never needs a lock
+//! and its mutations happen in commit order. Anything a group waits on (its
+//! log submission, a parked reader) suspends only that group's task: the
+//! other groups of the core keep running. An **acker** task releases replies
+//! once the core's log reports them durable (see [`commit`]); an **expiry**
+//! task asks groups with due deadlines to drop expired streams.
+//!
+//! Invariants: a group's state is touched only by its own task (and, for
+//! read-only answers to timed-out readers, by the watcher tasks of the same
+//! core); every reply leaves through [`commit::Commit`], which never lets a
+//! caller see a mutation before the log made it durable.
+
+pub mod checkpoint;
+pub mod cold;
+pub mod commit;
+pub mod envelope;
+pub mod group_task;
+pub mod mailbox;
+pub mod waiters;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::oneshot;
+
+use crate::error::{Error, ErrorKind};
+use crate::limits::Limits;
+use crate::local::{blocking, yield_now, LocalSignal};
+use crate::metrics::{CoreMetrics, GroupMetrics};
+use crate::state::group::GroupState;
+use crate::wal::log::LogFactory;
+
+use self::checkpoint::CheckpointSpec;
+use self::cold::ColdSpec;
+use self::commit::Commit;
+use self::envelope::{Envelope, Mail, Request};
+use self::group_task::Group;
+use self::mailbox::MailboxReceiver;
+use self::waiters::Waiters;
+use crate::packs::ColdStore;
+
+/// Wall-clock milliseconds, injectable for tests and simulation.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The system clock in Unix milliseconds.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    })
+}
+
+/// Everything a core needs, handed to its thread.
+pub struct CoreSpec {
+    pub core: usize,
+    /// The groups homed on this core: recovered state and shared metrics.
+    pub groups: Vec<(GroupState, Arc<GroupMetrics>)>,
+    /// Where and when to checkpoint (None: never).
+    pub checkpoint: Option<CheckpointSpec>,
+    /// The cold tier (None: everything stays hot).
+    pub cold: Option<ColdSpec>,
+    pub metrics: Arc<CoreMetrics>,
+    pub limits: Limits,
+    pub log_factory: LogFactory,
+    pub mailbox: MailboxReceiver,
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for CoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreSpec")
+            .field("core", &self.core)
+            .field("groups", &self.groups.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One core's runtime state, shared by its tasks (single-threaded).
+pub struct Core {
+    pub(crate) id: usize,
+    pub(crate) limits: Limits,
+    pub(crate) metrics: Arc<CoreMetrics>,
+    pub(crate) clock: Clock,
+    pub(crate) groups: HashMap<u32, Rc<Group>>,
+    pub(crate) waiters: RefCell<Waiters>,
+    pub(crate) commit: Commit,
+    pub(crate) stopping: Cell<bool>,
+    pub(crate) checkpoint: Option<CheckpointSpec>,
+    pub(crate) checkpoint_lock: futures::lock::Mutex<()>,
+    pub(crate) cold_spec: Option<ColdSpec>,
+    pub(crate) cold_store: Option<Arc<ColdStore>>,
+    pub(crate) cold_lock: futures::lock::Mutex<()>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl Core {
+    pub(crate) fn now_ms(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// Fetches a cold piece through the core's pack cache.
+    pub(crate) fn fetch_cold(&self, piece: &crate::state::group::ColdPiece) -> crate::Result<bytes::Bytes> {
+        match &self.cold_store {
+            Some(store) => store.fetch(piece),
+            None => crate::state::group::read::hot_only(piece),
+        }
+    }
+}
+
+/// Runs one core until it is told to stop or every sender is gone. Must be
+/// called inside the core's glommio executor.
+pub async fn run_core(spec: CoreSpec) {
+    let CoreSpec {
+        core,
+        groups,
+        checkpoint: checkpoint_spec,
+        cold: cold_spec,
+        metrics,
+        limits,
+        log_factory,
+        mailbox,
+        clock,
+    } = spec;
+    let cold_store = cold_spec.as_ref().map(|c| Arc::new(ColdStore::new(c.dir.clone(), c.cache_bytes)));
+    let log = log_factory(core);
+    let mut by_id = HashMap::new();
+    for (state, group_metrics) in groups {
+        let id = state.group();
+        by_id.insert(id, Rc::new(Group::new(id, state, group_metrics)));
+    }
+    let core = Rc::new(Core {
+        id: core,
+        limits,
+        metrics,
+        clock,
+        groups: by_id,
+        waiters: RefCell::new(Waiters::default()),
+        commit: Commit::new(log),
+        stopping: Cell::new(false),
+        checkpoint: checkpoint_spec,
+        checkpoint_lock: futures::lock::Mutex::new(()),
+        cold_spec,
+        cold_store,
+        cold_lock: futures::lock::Mutex::new(()),
+    });
+
+    let mut tasks = Vec::new();
+    for group in core.groups.values() {
+        let (c, g) = (core.clone(), group.clone());
+        tasks.push(glommio::spawn_local(async move { g.run(c).await }).detach());
+    }
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move { c.commit.run_acker(&c).await }).detach());
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move { expiry_loop(c).await }).detach());
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move { checkpoint::checkpoint_loop(c).await }).detach());
+    let c = core.clone();
+    tasks.push(glommio::spawn_local(async move { cold::cold_loop(c).await }).detach());
+
+    let done = dispatch_loop(&core, &mailbox).await;
+    stop(&core).await;
+    for task in &tasks {
+        task.cancel();
+    }
+    drop(tasks);
+    // The WAL's own tasks go with the core; then let blocking work that
+    // cancelled tasks left behind finish before the executor returns.
+    drop(core);
+    blocking::wait_idle(Duration::from_secs(30)).await;
+    if let Some(done) = done {
+        let _ = done.send(());
+    }
+}
+
+/// Drains the mailbox into group queues until told to stop. Returns the
+/// shutdown acknowledgement to complete, if any.
+async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<oneshot::Sender<()>> {
+    let mut batch = Vec::with_capacity(core.limits.dispatch_batch);
+    loop {
+        if !mailbox.recv_batch(&mut batch, core.limits.dispatch_batch).await {
+            return None;
+        }
+        for mail in batch.drain(..) {
+            match mail {
+                Mail::Request(env) => route(core, *env),
+                Mail::Checkpoint(done) => {
+                    let c = core.clone();
+                    glommio::spawn_local(async move {
+                        let _ = done.send(checkpoint::checkpoint(&c).await);
+                    })
+                    .detach();
+                }
+                Mail::Cold(job, done) => {
+                    let c = core.clone();
+                    glommio::spawn_local(async move {
+                        let _ = done.send(cold::run_job(&c, job, true).await);
+                    })
+                    .detach();
+                }
+                Mail::Shutdown(done) => return Some(done),
+            }
+        }
+        // Let the group tasks just fed run before taking more mail, so a
+        // flood of mail cannot starve them until the preemption timer.
+        yield_now().await;
+    }
+}
+
+/// Files one envelope into its group's queue (or answers it at once).
+fn route(core: &Rc<Core>, env: Envelope) {
+    let Some(group) = core.groups.get(&env.group) else {
+        let err = Error::new(ErrorKind::PlacementMismatch {
+            expected_group: env.group,
+            received_group: env.group,
+            reason: "group is not homed on this core",
+        });
+        let _ = env.reply.send(Err(err));
+        return;
+    };
+    core.metrics.routed_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    group.metrics.routed_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if group.queue_len() >= core.limits.group_queue_depth && !matches!(env.request, Request::ExpireDue) {
+        core.metrics.overloaded_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let err =
+            Error::new(ErrorKind::Overloaded { core: core.id, capacity: core.limits.group_queue_depth });
+        let _ = env.reply.send(Err(err));
+        return;
+    }
+    group.push(env);
+}
+
+/// Periodically renews TTL streams with parked readers and asks groups
+/// with a due expiry to remove expired streams.
+async fn expiry_loop(core: Rc<Core>) {
+    let interval = Duration::from_millis(core.limits.expiry_sweep_interval_ms);
+    loop {
+        glommio::timer::sleep(interval).await;
+        let now = core.now_ms();
+        for group in core.groups.values() {
+            // A parked live reader is reading: keep its TTL stream renewed
+            // (SPEC §2: a stream never expires while it is being read).
+            let parked = core.waiters.borrow().streams_of_group(group.id);
+            for id in parked {
+                if group.state.borrow().renewal_due(&id, now) {
+                    let (reply, _) = oneshot::channel();
+                    let request = Request::Touch(id);
+                    group.push(Envelope {
+                        group: group.id,
+                        request,
+                        reply,
+                        sent_at: std::time::Instant::now(),
+                    });
+                }
+            }
+            let due = group.state.borrow().next_expiry_ms().is_some_and(|at| at <= now);
+            if due && !group.expiry_queued.get() {
+                group.expiry_queued.set(true);
+                let (reply, _) = oneshot::channel();
+                group.push(Envelope {
+                    group: group.id,
+                    request: Request::ExpireDue,
+                    reply,
+                    sent_at: std::time::Instant::now(),
+                });
+            }
+        }
+    }
+}
+
+/// Stops the core: fails queued requests and parked readers, and waits a
+/// bounded time for acknowledgements already in flight.
+async fn stop(core: &Rc<Core>) {
+    core.stopping.set(true);
+    for group in core.groups.values() {
+        for env in group.drain_queue() {
+            let _ = env.reply.send(Err(Error::new(ErrorKind::ShuttingDown)));
+        }
+    }
+    let parked = core.waiters.borrow_mut().drain_all();
+    core.metrics.live_waiters.store(0, std::sync::atomic::Ordering::Relaxed);
+    for w in parked {
+        if let Some(watcher) = &w.watcher {
+            watcher.cancel();
+        }
+        let _ = w.reply.send(Err(Error::new(ErrorKind::ShuttingDown)));
+    }
+    core.commit.drain(core, Duration::from_secs(5)).await;
+    if core.checkpoint.as_ref().is_some_and(|c| c.on_shutdown) && core.commit.failure().is_none() {
+        if let Err(err) = checkpoint::checkpoint(core).await {
+            tracing::error!(core = core.id, error = %err, "checkpoint at shutdown failed");
+        }
+    }
+}
+
+/// A FIFO of envelopes with a signal, one per group.
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    items: RefCell<VecDeque<Envelope>>,
+    signal: LocalSignal,
+}
+
+impl Queue {
+    pub(crate) fn push(&self, env: Envelope) {
+        self.items.borrow_mut().push_back(env);
+        self.signal.notify();
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.borrow().len()
+    }
+
+    pub(crate) async fn pop(&self) -> Envelope {
+        self.signal.wait_until(|| self.items.borrow_mut().pop_front()).await
+    }
+
+    pub(crate) fn drain(&self) -> Vec<Envelope> {
+        self.items.borrow_mut().drain(..).collect()
+    }
+}

@@ -1,0 +1,166 @@
+//! The group snapshot format (SPEC §7): the whole state of one group as one
+//! self-checking byte string.
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic b"RILLGSNP"
+//!      8     2  u16le format version (2)
+//!     10     4  u32le group
+//!     14     4  u32le group_count
+//!     18     8  u64le commit_index
+//!     26     4  u32le body length N
+//!     30     N  body: postcard of (buckets map, cold state):
+//!                bucket -> stream -> stream state (hot records and cold
+//!                chunk references), then packs and the GC queue
+//!   30+N    32  BLAKE3 of bytes [0, 30+N)
+//! ```
+//!
+//! Invariants: encoding is deterministic (BTreeMaps throughout, no derived
+//! state in the body), so the same state always gives the same bytes. The
+//! decoder trusts nothing: it checks sizes before it slices, the checksum
+//! before it parses, that the body is the canonical encoding of what it
+//! parsed (re-encoding gives the same bytes), and every state invariant
+//! afterwards; any failure is `Corrupted`, never a panic. Derived state
+//! (hot bytes, stream count, the expiry index) is rebuilt, not stored.
+//! Limits are not stored: a snapshot decoded under smaller limits has its
+//! producers, producer windows and application snapshots trimmed to them
+//! (least recently used producers, oldest outcomes and lowest-offset
+//! snapshots go first).
+
+use std::collections::BTreeSet;
+
+use crate::error::{Error, Result};
+use crate::state::group::cold::ColdState;
+use crate::state::group::{producer, Buckets, GroupLimits, GroupState};
+
+const MAGIC: &[u8; 8] = b"RILLGSNP";
+const VERSION: u16 = 2;
+const HEADER_LEN: usize = 30;
+const CHECKSUM_LEN: usize = 32;
+
+impl GroupState {
+    /// Serialises the whole group (see the module docs for the layout).
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let body =
+            postcard::to_stdvec(&(&self.buckets, &self.cold)).expect("a group state always serialises");
+        let body_len = u32::try_from(body.len()).expect("a group snapshot body fits in 4 GiB");
+        let mut out = Vec::with_capacity(HEADER_LEN + body.len() + CHECKSUM_LEN);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.group.to_le_bytes());
+        out.extend_from_slice(&self.group_count.to_le_bytes());
+        out.extend_from_slice(&self.commit_index.to_le_bytes());
+        out.extend_from_slice(&body_len.to_le_bytes());
+        out.extend_from_slice(&body);
+        let checksum = blake3::hash(&out);
+        out.extend_from_slice(checksum.as_bytes());
+        out
+    }
+
+    /// Parses and checks a snapshot made by [`Self::encode_snapshot`].
+    pub fn decode_snapshot(bytes: &[u8], limits: GroupLimits) -> Result<GroupState> {
+        if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
+            return Err(corrupt("truncated header"));
+        }
+        if &bytes[0..8] != MAGIC {
+            return Err(corrupt("bad magic"));
+        }
+        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+        if version != VERSION {
+            return Err(corrupt(format!("unknown format version {version}")));
+        }
+        let group = u32::from_le_bytes(array(&bytes[10..14]));
+        let group_count = u32::from_le_bytes(array(&bytes[14..18]));
+        let commit_index = u64::from_le_bytes(array(&bytes[18..26]));
+        let body_len = u32::from_le_bytes(array(&bytes[26..30])) as usize;
+        let body_end = HEADER_LEN.checked_add(body_len).ok_or_else(|| corrupt("body length overflows"))?;
+        let expected_len =
+            body_end.checked_add(CHECKSUM_LEN).ok_or_else(|| corrupt("body length overflows"))?;
+        if bytes.len() < expected_len {
+            return Err(corrupt("truncated body"));
+        }
+        if bytes.len() > expected_len {
+            return Err(corrupt("trailing bytes after the checksum"));
+        }
+        if blake3::hash(&bytes[..body_end]).as_bytes()[..] != bytes[body_end..] {
+            return Err(corrupt("checksum mismatch"));
+        }
+        if group >= group_count {
+            return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
+        }
+        let body = &bytes[HEADER_LEN..body_end];
+        let ((buckets, cold), rest): ((Buckets, ColdState), &[u8]) =
+            postcard::take_from_bytes(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
+        if !rest.is_empty() {
+            return Err(corrupt("trailing bytes in the body"));
+        }
+        if postcard::to_stdvec(&(&buckets, &cold)).ok().as_deref() != Some(body) {
+            return Err(corrupt("body is not in canonical form"));
+        }
+
+        let mut state = GroupState::new(group, group_count, limits);
+        state.commit_index = commit_index;
+        state.buckets = buckets;
+        state.cold = cold;
+        state.trim_to_limits();
+        state.rebuild_derived()?;
+        state.verify().map_err(|what| corrupt(format!("invariant violated: {what}")))?;
+        Ok(state)
+    }
+
+    /// Applies the current limits to state that was made under other ones.
+    fn trim_to_limits(&mut self) {
+        let max_producers = self.limits.max_producers_per_stream.max(1);
+        let window_len = self.limits.producer_window;
+        let max_snapshots = self.limits.max_snapshots_per_stream;
+        for stream in self.buckets.values_mut().flat_map(|streams| streams.values_mut()) {
+            while stream.producers.len() > max_producers {
+                let Some(victim) = producer::least_recently_used(&stream.producers) else {
+                    break;
+                };
+                stream.producers.remove(&victim);
+            }
+            for state in stream.producers.values_mut() {
+                producer::trim_window(state, window_len);
+            }
+            while stream.snapshots.len() > max_snapshots {
+                stream.snapshots.pop_first();
+            }
+        }
+    }
+
+    /// Recomputes hot bytes, stream count and the expiry index, failing on
+    /// arithmetic that a valid state cannot produce.
+    fn rebuild_derived(&mut self) -> Result<()> {
+        let mut hot_bytes = 0u64;
+        let mut stream_count = 0u64;
+        let mut expiry = BTreeSet::new();
+        for stream in self.streams() {
+            let retained = stream
+                .records
+                .iter()
+                .try_fold(0u64, |sum, (_, payload)| sum.checked_add(payload.len() as u64))
+                .ok_or_else(|| corrupt("retained bytes overflow"))?;
+            hot_bytes = hot_bytes.checked_add(retained).ok_or_else(|| corrupt("hot bytes overflow"))?;
+            stream_count += 1;
+            if let Some(deadline) = stream.deadline_ms() {
+                expiry.insert((deadline, stream.id.clone()));
+            }
+        }
+        self.hot_bytes = hot_bytes;
+        self.stream_count = stream_count;
+        self.expiry = expiry;
+        Ok(())
+    }
+}
+
+fn corrupt(what: impl Into<String>) -> Error {
+    Error::corrupted(format!("group snapshot: {}", what.into()))
+}
+
+/// A fixed-size array from a slice whose length the caller checked.
+fn array<const N: usize>(slice: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(slice);
+    out
+}

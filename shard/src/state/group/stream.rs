@@ -1,0 +1,223 @@
+//! One stream's state inside a group: its retained records, tail, settings,
+//! producers, attributes, application snapshots and integrity sums.
+//!
+//! Invariants this module keeps (checked by `GroupState::check_invariants`):
+//!
+//! - Records are non-empty and contiguous: each starts where the previous
+//!   one ends, and the last one ends at the tail `next_offset`.
+//! - With records, the first one straddles or starts at `retained_offset`
+//!   (`start <= retained_offset < end`); without records,
+//!   `retained_offset == next_offset`.
+//! - `integrity.live` is the set-sum of exactly the retained records;
+//!   records dropped by retention moved their digest to `integrity.evicted`.
+//! - Application snapshots lie in `[retained_offset, next_offset]`, keyed by
+//!   their offset, each with the BLAKE3 digest of its payload.
+//!
+//! Payloads are kept as the caller's [`Bytes`]: a read inside one record is
+//! a zero-copy slice of it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::state::api::{AppSnapshot, HeadReply};
+use crate::state::group::cold::{ColdChunk, ColdChunks};
+use crate::state::group::producer::{Landed, ProducerState};
+use crate::state::integrity::{record_digest, Integrity};
+use crate::state::name::StreamId;
+
+/// The state of one stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamState {
+    pub(crate) id: StreamId,
+    pub(crate) content_type: String,
+    pub(crate) created_at_ms: u64,
+    /// Retained records as `(start_offset, payload)`, oldest first.
+    pub(crate) records: VecDeque<(u64, Bytes)>,
+    pub(crate) retained_offset: u64,
+    pub(crate) next_offset: u64,
+    pub(crate) append_count: u64,
+    pub(crate) closed: bool,
+    pub(crate) ttl_s: Option<u64>,
+    pub(crate) expires_at_ms: Option<u64>,
+    pub(crate) last_access_ms: u64,
+    pub(crate) last_stream_seq: Option<String>,
+    pub(crate) producers: BTreeMap<String, ProducerState>,
+    pub(crate) attrs: Option<String>,
+    pub(crate) snapshots: BTreeMap<u64, AppSnapshot>,
+    pub(crate) integrity: Integrity,
+    /// Commit index of the create that made this stream (tells a re-created
+    /// stream from the one a flush plan saw).
+    pub(crate) incarnation: u64,
+    /// Flushed ranges, oldest first, ending where `records` start.
+    pub(crate) cold: ColdChunks,
+}
+
+impl StreamState {
+    /// An empty, open stream created at `now_ms`.
+    pub(crate) fn new(id: StreamId, content_type: String, now_ms: u64) -> Self {
+        StreamState {
+            id,
+            content_type,
+            created_at_ms: now_ms,
+            records: VecDeque::new(),
+            retained_offset: 0,
+            next_offset: 0,
+            append_count: 0,
+            closed: false,
+            ttl_s: None,
+            expires_at_ms: None,
+            last_access_ms: now_ms,
+            last_stream_seq: None,
+            producers: BTreeMap::new(),
+            attrs: None,
+            snapshots: BTreeMap::new(),
+            integrity: Integrity::default(),
+            incarnation: 0,
+            cold: ColdChunks::new(),
+        }
+    }
+
+    pub fn id(&self) -> &StreamId {
+        &self.id
+    }
+    pub fn content_type(&self) -> &str {
+        &self.content_type
+    }
+    pub fn created_at_ms(&self) -> u64 {
+        self.created_at_ms
+    }
+    pub fn records(&self) -> impl ExactSizeIterator<Item = &(u64, Bytes)> {
+        self.records.iter()
+    }
+    pub fn retained_offset(&self) -> u64 {
+        self.retained_offset
+    }
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
+    pub fn append_count(&self) -> u64 {
+        self.append_count
+    }
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+    pub fn ttl_s(&self) -> Option<u64> {
+        self.ttl_s
+    }
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        self.expires_at_ms
+    }
+    pub fn last_access_ms(&self) -> u64 {
+        self.last_access_ms
+    }
+    pub fn last_stream_seq(&self) -> Option<&str> {
+        self.last_stream_seq.as_deref()
+    }
+    pub fn producers(&self) -> &BTreeMap<String, ProducerState> {
+        &self.producers
+    }
+    pub fn attrs(&self) -> Option<&str> {
+        self.attrs.as_deref()
+    }
+    pub fn snapshots(&self) -> &BTreeMap<u64, AppSnapshot> {
+        &self.snapshots
+    }
+    pub fn integrity(&self) -> &Integrity {
+        &self.integrity
+    }
+
+    /// Retained payload bytes (the stream's share of the group's hot bytes).
+    pub fn retained_bytes(&self) -> u64 {
+        self.records.front().map_or(0, |(start, _)| self.next_offset - start)
+    }
+
+    /// When the stream expires: `expires_at_ms` if set, else the last access
+    /// plus the TTL, else never.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        match (self.expires_at_ms, self.ttl_s) {
+            (Some(at), _) => Some(at),
+            (None, Some(ttl_s)) => Some(self.last_access_ms.saturating_add(ttl_s.saturating_mul(1000))),
+            (None, None) => None,
+        }
+    }
+
+    /// An expired stream behaves as absent.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.deadline_ms().is_some_and(|deadline| now_ms >= deadline)
+    }
+
+    /// The newest application snapshot.
+    pub fn latest_snapshot(&self) -> Option<&AppSnapshot> {
+        self.snapshots.values().next_back()
+    }
+
+    /// Accepts one payload at the tail (an empty payload adds no record but
+    /// still counts as an accepted append) and says where it landed.
+    pub(crate) fn land(&mut self, payload: &Bytes) -> Landed {
+        let start = self.next_offset;
+        if !payload.is_empty() {
+            self.integrity.live.add_record(start, payload);
+            self.next_offset = start + payload.len() as u64;
+            self.records.push_back((start, payload.clone()));
+        }
+        self.append_count += 1;
+        Landed {
+            start_offset: start,
+            next_offset: self.next_offset,
+            append_count: self.append_count,
+            closed: self.closed,
+        }
+    }
+
+    /// Moves `retained_offset` up to `offset` (which must be above it and at
+    /// most the tail), dropping cold chunks and records that end at or below
+    /// it and application snapshots below it. Returns the hot payload bytes
+    /// freed and the cold chunks dropped (their slices must be released).
+    pub(crate) fn retain_from(&mut self, offset: u64) -> (u64, Vec<ColdChunk>) {
+        let mut dropped = Vec::new();
+        while self.cold.front().is_some_and(|c| c.end() <= offset) {
+            let chunk = self.cold.pop_front().expect("checked");
+            self.integrity.evict_sum(chunk.sum);
+            dropped.push(chunk);
+        }
+        let mut freed = 0;
+        while let Some((start, payload)) = self.records.front() {
+            if start + payload.len() as u64 > offset {
+                break;
+            }
+            self.integrity.evict(record_digest(*start, payload));
+            freed += payload.len() as u64;
+            self.records.pop_front();
+        }
+        self.retained_offset = offset;
+        self.snapshots = self.snapshots.split_off(&offset);
+        (freed, dropped)
+    }
+
+    /// The stream's flushed ranges.
+    pub fn cold_chunks(&self) -> impl ExactSizeIterator<Item = &ColdChunk> {
+        self.cold.iter()
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The `head` reply (SPEC §2 Head). Head never renews.
+    pub(crate) fn head(&self) -> HeadReply {
+        HeadReply {
+            content_type: self.content_type.clone(),
+            tail_offset: self.next_offset,
+            closed: self.closed,
+            ttl_s: self.ttl_s,
+            expires_at_ms: self.expires_at_ms,
+            expiry_deadline_ms: self.deadline_ms(),
+            retained_offset: self.retained_offset,
+            snapshot_offset: self.latest_snapshot().map(|snapshot| snapshot.offset),
+            append_count: self.append_count,
+            integrity: self.integrity,
+        }
+    }
+}
