@@ -8,11 +8,12 @@
 use std::sync::atomic::Ordering;
 
 use futures::channel::oneshot;
+use rill_shard::runtime::calls;
 use rill_shard::runtime::envelope::ColdJob;
-use rill_shard::runtime::envelope::{GroupSnapshot, Mail, Reply, Request};
+use rill_shard::runtime::envelope::Mail;
+use rill_shard::state::api::GroupSnapshot;
 use rill_shard::{Error, ErrorKind, Placement, Result};
 
-use crate::engine::unexpected;
 use crate::Engine;
 
 /// What `purge_bucket` did.
@@ -40,10 +41,7 @@ impl Engine {
     /// Captures one group's full state (SPEC §7).
     pub async fn snapshot_group(&self, group: u32) -> Result<GroupSnapshot> {
         let placement = self.group_placement(group)?;
-        match self.call(placement, Request::SnapshotGroup).await? {
-            Reply::GroupSnapshot(s) => Ok(s),
-            other => unexpected("snapshot_group", other),
-        }
+        self.call(placement, calls::SnapshotGroup).await
     }
 
     /// Replaces a group's state with a snapshot taken from an engine of the
@@ -58,10 +56,7 @@ impl Engine {
             }));
         }
         let placement = self.group_placement(snapshot.group)?;
-        match self.call(placement, Request::InstallGroupSnapshot(snapshot)).await? {
-            Reply::Installed { commit_index } => Ok(commit_index),
-            other => unexpected("install_group_snapshot", other),
-        }
+        self.call(placement, calls::InstallGroupSnapshot(snapshot)).await
     }
 
     /// Writes a checkpoint of every group that changed and retires the WAL
@@ -125,13 +120,9 @@ impl Engine {
         let mut report = PurgeReport::default();
         for group in 0..self.inner.config.groups {
             let placement = Placement { core: self.core_of_group(group), group };
-            match self.call(placement, Request::PurgeBucket(bucket.to_string())).await? {
-                Reply::Purged { removed_streams, pending_gc_entries } => {
-                    report.removed_streams += removed_streams;
-                    report.pending_gc_entries += pending_gc_entries;
-                }
-                other => return unexpected("purge_bucket", other),
-            }
+            let purged = self.call(placement, calls::PurgeBucket(bucket.to_string())).await?;
+            report.removed_streams += purged.removed_streams;
+            report.pending_gc_entries += purged.pending_gc_entries;
         }
         Ok(report)
     }

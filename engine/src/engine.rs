@@ -17,14 +17,15 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use rill_shard::metrics::{CoreMetrics, GroupMetrics};
+use rill_shard::runtime::calls::{self, output, Call};
 use rill_shard::runtime::checkpoint::CheckpointSpec;
 use rill_shard::runtime::cold::ColdSpec;
-use rill_shard::runtime::envelope::{Envelope, Mail, Reply, Request};
+use rill_shard::runtime::envelope::{Envelope, Mail};
 use rill_shard::runtime::mailbox::{mailbox, MailboxSender};
 use rill_shard::runtime::{system_clock, CoreSpec};
 use rill_shard::state::api::{
     Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
-    HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
+    HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
 };
 use rill_shard::state::group::FlushLimits;
 use rill_shard::state::group::GroupState;
@@ -192,19 +193,21 @@ impl Engine {
         &self.inner.mailboxes
     }
 
-    pub(crate) async fn call(&self, placement: Placement, request: Request) -> Result<Reply> {
+    /// Sends a typed call to the group of `placement` and awaits its answer.
+    pub(crate) async fn call<C: Call>(&self, placement: Placement, call: C) -> Result<C::Output> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Acquire) {
             return Err(Error::new(ErrorKind::ShuttingDown).with_placement(placement));
         }
         let (tx, rx) = oneshot::channel();
+        let request = call.into_request();
         let env = Envelope { group: placement.group, request, reply: tx, sent_at: Instant::now() };
         inner.mailboxes[placement.core]
             .send(Mail::Request(Box::new(env)))
             .await
             .map_err(|e| e.with_placement(placement))?;
         match rx.await {
-            Ok(result) => result.map_err(|e| e.with_placement(placement)),
+            Ok(result) => result.and_then(output::<C>).map_err(|e| e.with_placement(placement)),
             Err(_) => Err(Error::new(ErrorKind::ShuttingDown).with_placement(placement)),
         }
     }
@@ -226,10 +229,7 @@ impl Engine {
             self.check_payload(p.len() as u64)?;
         }
         let placement = self.locate(&req.id);
-        match self.call(placement, Request::Create(req)).await? {
-            Reply::Create(r) => Ok(r),
-            other => unexpected("create", other),
-        }
+        self.call(placement, req).await
     }
 
     /// Appends one payload.
@@ -239,10 +239,7 @@ impl Engine {
         }
         self.check_payload(req.payload.len() as u64)?;
         let placement = self.locate(&req.id);
-        match self.call(placement, Request::Append(req)).await? {
-            Reply::Append(r) => Ok(r),
-            other => unexpected("append", other),
-        }
+        self.call(placement, req).await
     }
 
     /// Appends many payloads to one stream in one routed request.
@@ -259,39 +256,27 @@ impl Engine {
         }
         self.check_payload(req.payloads.iter().map(|p| p.len() as u64).sum())?;
         let placement = self.locate(&req.id);
-        match self.call(placement, Request::AppendBatch(req)).await? {
-            Reply::Batch(r) => Ok(r),
-            other => unexpected("append_batch", other),
-        }
+        self.call(placement, req).await
     }
 
     /// Reads bytes at an offset.
     pub async fn read(&self, req: Read) -> Result<ReadReply> {
         let placement = self.locate(&req.id);
-        match self.call(placement, Request::Read(req)).await? {
-            Reply::Read(r) => Ok(r),
-            other => unexpected("read", other),
-        }
+        self.call(placement, req).await
     }
 
     /// Reads bytes at an offset, waiting up to `timeout` for them to exist.
     /// On timeout the reply is empty with `up_to_date = true`.
     pub async fn wait_read(&self, req: Read, timeout: Duration) -> Result<ReadReply> {
         let placement = self.locate(&req.id);
-        match self.call(placement, Request::WaitRead { read: req, timeout }).await? {
-            Reply::Read(r) => Ok(r),
-            other => unexpected("wait_read", other),
-        }
+        self.call(placement, WaitRead { read: req, timeout }).await
     }
 
     /// A stream's metadata; never renews a TTL.
     pub async fn head(&self, id: impl Borrow<StreamId>) -> Result<HeadReply> {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
-        match self.call(placement, Request::Head(id)).await? {
-            Reply::Head(r) => Ok(r),
-            other => unexpected("head", other),
-        }
+        self.call(placement, calls::Head(id)).await
     }
 
     /// Closes a stream (idempotent).
@@ -302,20 +287,14 @@ impl Engine {
     /// Closes a stream as a producer or with a `stream_seq`.
     pub async fn close_with(&self, req: Close) -> Result<CloseReply> {
         let placement = self.locate(&req.id);
-        match self.call(placement, Request::Close(req)).await? {
-            Reply::Close(r) => Ok(r),
-            other => unexpected("close", other),
-        }
+        self.call(placement, req).await
     }
 
     /// Deletes a stream.
     pub async fn delete(&self, id: impl Borrow<StreamId>) -> Result<()> {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
-        match self.call(placement, Request::Delete(id)).await? {
-            Reply::Deleted => Ok(()),
-            other => unexpected("delete", other),
-        }
+        self.call(placement, calls::Delete(id)).await
     }
 
     /// Replaces a stream's attributes (a JSON object of at most 16 KiB).
@@ -332,30 +311,21 @@ impl Engine {
 
     async fn put_attrs(&self, id: StreamId, attrs: Option<String>) -> Result<()> {
         let placement = self.locate(&id);
-        match self.call(placement, Request::SetAttrs { id, attrs }).await? {
-            Reply::AttrsSet => Ok(()),
-            other => unexpected("set_attrs", other),
-        }
+        self.call(placement, calls::SetAttrs { id, attrs }).await
     }
 
     /// A stream's attributes, if any.
     pub async fn get_attrs(&self, id: impl Borrow<StreamId>) -> Result<Option<String>> {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
-        match self.call(placement, Request::GetAttrs(id)).await? {
-            Reply::Attrs(a) => Ok(a),
-            other => unexpected("get_attrs", other),
-        }
+        self.call(placement, calls::GetAttrs(id)).await
     }
 
     /// Stores an application snapshot of a stream at an offset.
     pub async fn publish_snapshot(&self, req: PublishSnapshot) -> Result<SnapshotReply> {
         self.check_payload(req.payload.len() as u64)?;
         let placement = self.locate(&req.id);
-        match self.call(placement, Request::PublishSnapshot(req)).await? {
-            Reply::Snapshot(r) => Ok(r),
-            other => unexpected("publish_snapshot", other),
-        }
+        self.call(placement, req).await
     }
 
     /// Drops history before `offset` (at most the latest snapshot's offset).
@@ -363,10 +333,7 @@ impl Engine {
     pub async fn advance_retention(&self, id: impl Borrow<StreamId>, offset: u64) -> Result<u64> {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
-        match self.call(placement, Request::AdvanceRetention { id, offset }).await? {
-            Reply::Retention { retained_offset } => Ok(retained_offset),
-            other => unexpected("advance_retention", other),
-        }
+        self.call(placement, calls::AdvanceRetention { id, offset }).await
     }
 
     /// The latest snapshot plus the bytes after it (up to the read limit;
@@ -375,10 +342,7 @@ impl Engine {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
         let max_len = self.inner.config.limits.group.max_read_bytes;
-        match self.call(placement, Request::Bootstrap { id, max_len }).await? {
-            Reply::Bootstrap(r) => Ok(r),
-            other => unexpected("bootstrap", other),
-        }
+        self.call(placement, calls::Bootstrap { id, max_len }).await
     }
 
     /// Stops every core cleanly: queued requests and parked readers fail
@@ -447,9 +411,4 @@ fn wal_factory(config: &Config) -> LogFactory {
         };
         Box::new(WalLog::start(dir, wal)) as Box<dyn LogStore>
     })
-}
-
-pub(crate) fn unexpected<T>(call: &str, reply: Reply) -> Result<T> {
-    // A reply of the wrong kind is a broken invariant of the runtime.
-    panic!("core answered {call} with {reply:?}")
 }

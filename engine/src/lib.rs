@@ -40,10 +40,9 @@ pub use shape::SHAPE_FILE;
 
 pub use rill_shard::limits::{Limits, MailboxFull};
 pub use rill_shard::metrics::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
-pub use rill_shard::runtime::envelope::GroupSnapshot;
 pub use rill_shard::state::api::{
     AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
+    CreateReply, GroupSnapshot, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
     DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
 };
 pub use rill_shard::state::integrity::{record_digest, Integrity, SetSum};

@@ -56,6 +56,7 @@ pub enum ErrorCode {
     Corrupted,
     Io,
     ShuttingDown,
+    Internal,
 }
 
 impl ErrorCode {
@@ -90,6 +91,7 @@ impl ErrorCode {
             ErrorCode::Corrupted => "corrupted",
             ErrorCode::Io => "io",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Internal => "internal",
         }
     }
 
@@ -101,7 +103,9 @@ impl ErrorCode {
             | ErrorCode::DirectoryInUse
             | ErrorCode::Overloaded
             | ErrorCode::UncommittedBackpressure => ErrorClass::Temporary,
-            ErrorCode::Corrupted | ErrorCode::Io | ErrorCode::ShuttingDown => ErrorClass::Persistent,
+            ErrorCode::Corrupted | ErrorCode::Io | ErrorCode::ShuttingDown | ErrorCode::Internal => {
+                ErrorClass::Persistent
+            }
             _ => ErrorClass::Permanent,
         }
     }
@@ -221,6 +225,11 @@ pub enum ErrorKind {
         message: String,
     },
     ShuttingDown,
+    /// A broken invariant of the engine itself (a bug: please report it);
+    /// `what` names where it was noticed.
+    Internal {
+        what: &'static str,
+    },
 }
 
 impl ErrorKind {
@@ -254,6 +263,7 @@ impl ErrorKind {
             ErrorKind::Corrupted { .. } => ErrorCode::Corrupted,
             ErrorKind::Io { .. } => ErrorCode::Io,
             ErrorKind::ShuttingDown => ErrorCode::ShuttingDown,
+            ErrorKind::Internal { .. } => ErrorCode::Internal,
         }
     }
 }
@@ -394,6 +404,7 @@ impl fmt::Display for Error {
             ErrorKind::Corrupted { what } => write!(f, "corrupted: {what}"),
             ErrorKind::Io { op, message } => write!(f, "i/o failure during {op}: {message}"),
             ErrorKind::ShuttingDown => write!(f, "the engine is shut down"),
+            ErrorKind::Internal { what } => write!(f, "internal error in {what} (a bug in the engine)"),
         }?;
         if let Some(p) = self.placement {
             write!(f, " (core {}, group {})", p.core, p.group)?;

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 
-use super::envelope::{ColdJob, Envelope, Reply, Request};
+use super::calls::{output, Barrier, Call, GcAck};
+use super::envelope::{ColdJob, Envelope};
 use super::group_task::Group;
 use super::Core;
 use crate::error::{Error, ErrorKind, Result};
@@ -56,11 +57,16 @@ async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> 
     crate::local::blocking::run(f).await
 }
 
-/// Sends an internal request through the group's queue and waits for it.
-async fn commit(group: &Group, request: Request) -> Result<Reply> {
+/// Sends an internal call through the group's queue and waits for it.
+async fn call<C: Call>(group: &Group, call: C) -> Result<C::Output> {
     let (tx, rx) = oneshot::channel();
-    group.push(Envelope { group: group.id, request, reply: tx, sent_at: Instant::now() });
-    rx.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))?
+    group.push(Envelope {
+        group: group.id,
+        request: call.into_request(),
+        reply: tx,
+        sent_at: Instant::now(),
+    });
+    output::<C>(rx.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))??)
 }
 
 /// Runs one job over every group of the core; returns the count it
@@ -101,8 +107,7 @@ async fn flush_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>, force:
     let group_id = group.id;
     let packs = blocking(move || write_flush(&dir, group_id, &plans)).await?;
     let bytes: u64 = packs.iter().map(|p| p.bytes).sum();
-    let reply = commit(group, Request::FlushCommit(FlushCommit { packs })).await?;
-    let Reply::Flushed { chunks } = reply else { return Ok(0) };
+    let chunks = call(group, FlushCommit { packs }).await?;
     core.metrics.record_flush(chunks, bytes);
     group.metrics.record_flush(chunks, bytes);
     tracing::debug!(
@@ -124,7 +129,7 @@ async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result
     // purge, a stale commit) were applied before they were durable. Until
     // they are, a crash may undo them and leave the files referenced
     // again: wait for every entry submitted so far before removing any.
-    commit(group, Request::Barrier).await?;
+    call(group, Barrier).await?;
     if let Some(store) = &core.cold_store {
         for (_, file) in &due {
             store.forget(file);
@@ -134,8 +139,7 @@ async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result
     let files: Vec<String> = due.iter().map(|(_, f)| f.clone()).collect();
     blocking(move || remove_files(&dir, &files)).await?;
     let seqs = due.iter().map(|(s, _)| *s).collect();
-    let reply = commit(group, Request::GcAck(seqs)).await?;
-    let Reply::GcAcked { removed } = reply else { return Ok(0) };
+    let removed = call(group, GcAck(seqs)).await?;
     core.metrics.gc_entries.fetch_add(removed, std::sync::atomic::Ordering::Relaxed);
     group.metrics.gc_entries.fetch_add(removed, std::sync::atomic::Ordering::Relaxed);
     Ok(removed)
@@ -157,8 +161,7 @@ async fn compact_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> R
         let group_id = group.id;
         let written = plan.clone();
         let output = blocking(move || write_compaction(&dir, group_id, &written, &parts)).await?;
-        let request = Request::CompactCommit(compaction_commit(&plan, output, spec.compact_grace));
-        if let Reply::Compacted { replaced: true } = commit(group, request).await? {
+        if call(group, compaction_commit(&plan, output, spec.compact_grace)).await? {
             done += 1;
             core.metrics.compactions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }

@@ -1,79 +1,55 @@
 //! What travels through a core's mailbox: a routed request with its reply
 //! channel, or a control message.
 //!
-//! An [`Envelope`] is built by the engine handle on any thread and consumed
-//! on the owner core. Its `reply` is a oneshot the core completes exactly
-//! once (dropping it unanswered only happens when the core stops, which the
-//! caller sees as `ShuttingDown`).
+//! A [`Request`] is either a logged mutation ([`Request::Mutate`], carrying
+//! the state machine's own [`Op`]) or one of the few things a group answers
+//! without logging (reads, metadata, snapshots, a durability barrier): the
+//! vocabulary of mutations is written once, in `state::command`. An
+//! [`Envelope`] is built by the engine handle on any thread and consumed on
+//! the owner core. Its `reply` is a oneshot the core completes exactly once
+//! (dropping it unanswered only happens when the core stops, which the
+//! caller sees as `ShuttingDown`). Typed calls over this vocabulary are in
+//! [`super::calls`].
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures::channel::oneshot;
 
 use crate::error::Result;
-use crate::state::api::{
-    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
-    HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply,
-};
+use crate::state::api::{BootstrapReply, GroupSnapshot, HeadReply, Read, ReadReply};
+use crate::state::command::{Op, Response};
 use crate::state::name::StreamId;
-
-/// One group's full state at a commit index (SPEC §7).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupSnapshot {
-    pub group: u32,
-    pub group_count: u32,
-    pub commit_index: u64,
-    /// The encoded state (format in `FORMAT.md`).
-    pub bytes: Bytes,
-    /// The pack files (in the source engine's `cold/` directory) the
-    /// state's cold chunks name. An install refuses the snapshot until
-    /// they are in the target engine's `cold/` directory.
-    pub pack_files: Vec<String>,
-}
 
 /// A request for one group.
 #[derive(Debug)]
 pub enum Request {
-    Create(Create),
-    Append(Append),
-    AppendBatch(AppendBatch),
-    Close(Close),
-    Delete(StreamId),
-    SetAttrs {
-        id: StreamId,
-        attrs: Option<String>,
-    },
-    PublishSnapshot(PublishSnapshot),
-    AdvanceRetention {
-        id: StreamId,
-        offset: u64,
-    },
+    /// Apply and log a mutation; answered with [`Reply::Applied`] once it is
+    /// durable.
+    Mutate(Op),
+    /// Read bytes at an offset.
     Read(Read),
+    /// Read bytes at an offset, parking up to `timeout` until they exist.
     WaitRead {
+        /// The read.
         read: Read,
+        /// How long to park at the tail.
         timeout: Duration,
     },
+    /// A stream's metadata.
     Head(StreamId),
+    /// A stream's attributes.
     GetAttrs(StreamId),
+    /// The latest application snapshot and the bytes after it.
     Bootstrap {
+        /// The stream.
         id: StreamId,
+        /// Most update bytes returned.
         max_len: usize,
     },
+    /// Capture the group's whole state.
     SnapshotGroup,
+    /// Replace the group's state with a snapshot.
     InstallGroupSnapshot(GroupSnapshot),
-    /// Remove every stream of a bucket in this group.
-    PurgeBucket(String),
-    /// Internal: remove the group's expired streams.
-    ExpireDue,
-    /// Internal: renew a TTL stream that is being read.
-    Touch(StreamId),
-    /// Internal: commit a written flush.
-    FlushCommit(crate::state::command::FlushCommit),
-    /// Internal: acknowledge removed GC files.
-    GcAck(Vec<u64>),
-    /// Internal: commit a written compaction.
-    CompactCommit(crate::state::command::CompactCommit),
     /// Internal: answer `Done` once every entry the group submitted before
     /// this request is durable (a durability barrier).
     Barrier,
@@ -82,7 +58,7 @@ pub enum Request {
 impl Request {
     /// True for requests whose latency is recorded as an append.
     pub fn is_append(&self) -> bool {
-        matches!(self, Request::Append(_) | Request::AppendBatch(_))
+        matches!(self, Request::Mutate(Op::Append(_) | Op::AppendBatch(_)))
     }
 
     /// True for requests whose latency is recorded as a read.
@@ -91,27 +67,27 @@ impl Request {
     }
 }
 
-/// The reply to a [`Request`], variant for variant.
+/// The reply to a [`Request`].
 #[derive(Debug)]
 pub enum Reply {
-    Create(CreateReply),
-    Append(AppendReply),
-    Batch(BatchReply),
-    Close(CloseReply),
-    Deleted,
-    AttrsSet,
-    Snapshot(SnapshotReply),
-    Retention { retained_offset: u64 },
+    /// What applying a mutation returned.
+    Applied(Response),
+    /// Bytes read.
     Read(ReadReply),
+    /// A stream's metadata.
     Head(HeadReply),
+    /// A stream's attributes.
     Attrs(Option<String>),
+    /// A bootstrap.
     Bootstrap(BootstrapReply),
+    /// A captured group state.
     GroupSnapshot(GroupSnapshot),
-    Installed { commit_index: u64 },
-    Flushed { chunks: u64 },
-    GcAcked { removed: u64 },
-    Purged { removed_streams: u64, pending_gc_entries: u64 },
-    Compacted { replaced: bool },
+    /// An installed group state, at its commit index.
+    Installed {
+        /// The installed state's commit index.
+        commit_index: u64,
+    },
+    /// A barrier passed.
     Done,
 }
 
@@ -121,8 +97,11 @@ pub type ReplyTx = oneshot::Sender<Result<Reply>>;
 /// A request addressed to a group, with its reply channel.
 #[derive(Debug)]
 pub struct Envelope {
+    /// The group the request is for.
     pub group: u32,
+    /// What is asked.
     pub request: Request,
+    /// Where the answer goes.
     pub reply: ReplyTx,
     /// When the caller sent it (for latency histograms).
     pub sent_at: Instant,
@@ -131,14 +110,18 @@ pub struct Envelope {
 /// What one cold-tier job does (run on every group of a core).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColdJob {
+    /// Move hot bytes into pack files.
     Flush,
+    /// Remove the files of due reclamation entries.
     Gc,
+    /// Merge runs of small cold chunks.
     Compact,
 }
 
 /// Everything a mailbox carries.
 #[derive(Debug)]
 pub enum Mail {
+    /// A request for one of the core's groups.
     Request(Box<Envelope>),
     /// Checkpoint every group of the core; completed when done.
     Checkpoint(oneshot::Sender<Result<()>>),

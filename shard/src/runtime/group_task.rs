@@ -21,12 +21,12 @@ use futures::channel::oneshot;
 use futures::future::{select, Either};
 
 use super::commit::{LatencyKind, Pending, PendingReply};
-use super::envelope::{Envelope, GroupSnapshot, Reply, ReplyTx, Request};
+use super::envelope::{Envelope, Reply, ReplyTx, Request};
 use super::waiters::{Waiter, WaiterId};
 use super::{Core, Queue};
 use crate::error::{Error, ErrorKind, Result};
 use crate::metrics::GroupMetrics;
-use crate::state::api::{Read, ReadReply};
+use crate::state::api::{GroupSnapshot, Read, ReadReply};
 use crate::state::command::{Command, Effect, Op, Response};
 use crate::state::group::GroupState;
 use crate::state::name::StreamId;
@@ -111,31 +111,12 @@ impl Group {
         let now = core.now_ms();
         let answer = |result: Result<Reply>, reply: ReplyTx| self.answer(core, result, reply, sent_at, kind);
         match request {
-            Request::Create(c) => self.mutate(core, Op::Create(c), reply, sent_at, kind).await,
-            Request::Append(a) => self.mutate(core, Op::Append(a), reply, sent_at, kind).await,
-            Request::AppendBatch(b) => self.mutate(core, Op::AppendBatch(b), reply, sent_at, kind).await,
-            Request::Close(c) => self.mutate(core, Op::Close(c), reply, sent_at, kind).await,
-            Request::Delete(id) => self.mutate(core, Op::Delete(id), reply, sent_at, kind).await,
-            Request::SetAttrs { id, attrs } => {
-                self.mutate(core, Op::SetAttrs { id, attrs }, reply, sent_at, kind).await
+            Request::Mutate(op) => {
+                if matches!(op, Op::ExpireDue) {
+                    self.expiry_queued.set(false);
+                }
+                self.mutate_at(core, now, op, reply, sent_at, kind).await
             }
-            Request::PublishSnapshot(p) => {
-                self.mutate(core, Op::PublishSnapshot(p), reply, sent_at, kind).await
-            }
-            Request::AdvanceRetention { id, offset } => {
-                self.mutate(core, Op::AdvanceRetention { id, offset }, reply, sent_at, kind).await
-            }
-            Request::ExpireDue => {
-                self.expiry_queued.set(false);
-                self.mutate(core, Op::ExpireDue, reply, sent_at, kind).await
-            }
-            Request::Touch(id) => self.renew(core, &id, core.now_ms()).await,
-            Request::PurgeBucket(bucket) => {
-                self.mutate(core, Op::PurgeBucket { bucket }, reply, sent_at, kind).await
-            }
-            Request::FlushCommit(c) => self.mutate(core, Op::FlushCommit(c), reply, sent_at, kind).await,
-            Request::GcAck(seqs) => self.mutate(core, Op::GcAck { seqs }, reply, sent_at, kind).await,
-            Request::CompactCommit(c) => self.mutate(core, Op::CompactCommit(c), reply, sent_at, kind).await,
             Request::Barrier => answer(Ok(Reply::Done), reply),
             Request::Read(read) => {
                 let result = self.read_now(core, &read, now);
@@ -200,12 +181,8 @@ impl Group {
         );
     }
 
-    /// Applies one mutating command, logs it, and answers after durability.
-    async fn mutate(&self, core: &Rc<Core>, op: Op, tx: ReplyTx, sent_at: Instant, kind: LatencyKind) {
-        self.mutate_at(core, core.now_ms(), op, tx, sent_at, kind).await
-    }
-
-    /// Like `mutate`, stamped with a given time.
+    /// Applies one mutating command stamped `now_ms`, logs it, and answers
+    /// after durability.
     async fn mutate_at(
         &self,
         core: &Rc<Core>,
@@ -237,7 +214,7 @@ impl Group {
                     core.metrics.cold_backpressure_events.fetch_add(1, Relaxed);
                 }
             }
-            self.answer(core, applied.result.map(to_reply), tx, sent_at, kind);
+            self.answer(core, applied.result.map(Reply::Applied), tx, sent_at, kind);
             return;
         }
         self.account(core, &applied.result);
@@ -248,7 +225,7 @@ impl Group {
         match core.commit.submit(entry).await {
             Ok(lsn) => {
                 self.last_lsn.set(lsn);
-                let reply = PendingReply { tx, result: applied.result.map(to_reply), sent_at, kind };
+                let reply = PendingReply { tx, result: applied.result.map(Reply::Applied), sent_at, kind };
                 core.commit.after(
                     core,
                     Pending { lsn, group: self.id, reply: Some(reply), effects, uncommitted: added },
@@ -487,24 +464,4 @@ async fn watch(core: Rc<Core>, wid: WaiterId, timeout: Duration) {
     let read = Read { id: w.stream.clone(), offset: w.offset, max_len: w.max_len };
     let result = group.read_now(&core, &read, core.now_ms());
     group.answer(&core, result.map(Reply::Read), w.reply, w.sent_at, LatencyKind::Read);
-}
-
-fn to_reply(response: Response) -> Reply {
-    match response {
-        Response::Create(r) => Reply::Create(r),
-        Response::Append(r) => Reply::Append(r),
-        Response::Batch(r) => Reply::Batch(r),
-        Response::Close(r) => Reply::Close(r),
-        Response::Deleted { .. } => Reply::Deleted,
-        Response::AttrsSet { .. } => Reply::AttrsSet,
-        Response::Snapshot(r) => Reply::Snapshot(r),
-        Response::Retention { retained_offset, .. } => Reply::Retention { retained_offset },
-        Response::Touched { .. } | Response::Expired { .. } => Reply::Done,
-        Response::Flushed { chunks, .. } => Reply::Flushed { chunks },
-        Response::GcAcked { removed } => Reply::GcAcked { removed },
-        Response::Purged { removed_streams, pending_gc_entries } => {
-            Reply::Purged { removed_streams, pending_gc_entries }
-        }
-        Response::Compacted { replaced } => Reply::Compacted { replaced },
-    }
 }

@@ -15,6 +15,7 @@
 //! core); every reply leaves through [`commit::Commit`], which never lets a
 //! caller see a mutation before the log made it durable.
 
+pub mod calls;
 pub mod checkpoint;
 pub mod cold;
 pub mod commit;
@@ -35,6 +36,7 @@ use crate::error::{Error, ErrorKind};
 use crate::limits::Limits;
 use crate::local::{blocking, yield_now, LocalSignal};
 use crate::metrics::{CoreMetrics, GroupMetrics};
+use crate::state::command::Op;
 use crate::state::group::GroupState;
 use crate::wal::log::LogFactory;
 
@@ -232,7 +234,9 @@ fn route(core: &Rc<Core>, env: Envelope) {
     };
     core.metrics.routed_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     group.metrics.routed_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if group.queue_len() >= core.limits.group_queue_depth && !matches!(env.request, Request::ExpireDue) {
+    if group.queue_len() >= core.limits.group_queue_depth
+        && !matches!(env.request, Request::Mutate(Op::ExpireDue))
+    {
         core.metrics.overloaded_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let err =
             Error::new(ErrorKind::Overloaded { core: core.id, capacity: core.limits.group_queue_depth });
@@ -256,7 +260,7 @@ async fn expiry_loop(core: Rc<Core>) {
             for id in parked {
                 if group.state.borrow().renewal_due(&id, now) {
                     let (reply, _) = oneshot::channel();
-                    let request = Request::Touch(id);
+                    let request = Request::Mutate(Op::Touch(id));
                     group.push(Envelope {
                         group: group.id,
                         request,
@@ -271,7 +275,7 @@ async fn expiry_loop(core: Rc<Core>) {
                 let (reply, _) = oneshot::channel();
                 group.push(Envelope {
                     group: group.id,
-                    request: Request::ExpireDue,
+                    request: Request::Mutate(Op::ExpireDue),
                     reply,
                     sent_at: std::time::Instant::now(),
                 });

@@ -356,3 +356,20 @@ pub struct WaitRead {
     pub read: Read,
     pub timeout: Duration,
 }
+
+/// One group's full state at a commit index (SPEC §7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSnapshot {
+    /// The group captured.
+    pub group: u32,
+    /// Group count of the engine it was taken from.
+    pub group_count: u32,
+    /// The group's commit index at the capture.
+    pub commit_index: u64,
+    /// The encoded state (format in `FORMAT.md`).
+    pub bytes: Bytes,
+    /// The pack files (in the source engine's `cold/` directory) the
+    /// state's cold chunks name. An install refuses the snapshot until
+    /// they are in the target engine's `cold/` directory.
+    pub pack_files: Vec<String>,
+}

@@ -1,0 +1,174 @@
+//! Typed calls: each request a group serves, paired with the type of its
+//! answer.
+//!
+//! A [`Call`] knows how to become a [`Request`] and which [`Reply`] answers
+//! it, so a caller (the engine handle, the cold worker) asks with a typed
+//! value and gets a typed result; the match from a reply back to its type is
+//! written once per call, here. A group answers every request with the reply
+//! of its own kind (`runtime/group_task.rs`); a mismatch would be a broken
+//! invariant of the runtime and surfaces as [`ErrorKind::Internal`], never as
+//! a panic on the caller's thread.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::state::api::{
+    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
+    GroupSnapshot, HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
+};
+use crate::state::command::{CompactCommit, FlushCommit, Op, Response};
+use crate::state::name::StreamId;
+
+use super::envelope::{Reply, Request};
+
+/// A request with a known reply type.
+pub trait Call {
+    /// What the call returns on success.
+    type Output;
+    /// The request this call sends.
+    fn into_request(self) -> Request;
+    /// The output, if `reply` is this call's kind of reply.
+    fn from_reply(reply: Reply) -> Option<Self::Output>;
+    /// Names the call in errors.
+    const NAME: &'static str;
+}
+
+/// Turns a group's reply into a call's output.
+pub fn output<C: Call>(reply: Reply) -> Result<C::Output> {
+    C::from_reply(reply).ok_or_else(|| Error::new(ErrorKind::Internal { what: C::NAME }))
+}
+
+/// Declares a call that sends a mutation and extracts one `Response`
+/// variant.
+macro_rules! mutation {
+    ($call:ty, $name:literal, |$me:ident| $op:expr, $out:ty, $pat:pat => $value:expr) => {
+        impl Call for $call {
+            type Output = $out;
+            const NAME: &'static str = $name;
+            fn into_request(self) -> Request {
+                let $me = self;
+                Request::Mutate($op)
+            }
+            fn from_reply(reply: Reply) -> Option<$out> {
+                match reply {
+                    Reply::Applied($pat) => Some($value),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+/// Declares a call whose request and reply are one variant each.
+macro_rules! query {
+    ($call:ty, $name:literal, |$me:ident| $request:expr, $out:ty, $pat:pat => $value:expr) => {
+        impl Call for $call {
+            type Output = $out;
+            const NAME: &'static str = $name;
+            fn into_request(self) -> Request {
+                let $me = self;
+                $request
+            }
+            fn from_reply(reply: Reply) -> Option<$out> {
+                match reply {
+                    $pat => Some($value),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+/// Delete a stream.
+#[derive(Clone, Debug)]
+pub struct Delete(pub StreamId);
+/// Replace (`Some`) or clear (`None`) a stream's attributes.
+#[derive(Clone, Debug)]
+pub struct SetAttrs {
+    /// The stream.
+    pub id: StreamId,
+    /// The new attributes (JSON object text), or none.
+    pub attrs: Option<String>,
+}
+/// Drop a stream's history before an offset.
+#[derive(Clone, Debug)]
+pub struct AdvanceRetention {
+    /// The stream.
+    pub id: StreamId,
+    /// The new retained start (at most the latest snapshot's offset).
+    pub offset: u64,
+}
+/// Remove every stream of a bucket in one group.
+#[derive(Clone, Debug)]
+pub struct PurgeBucket(pub String);
+/// What a purge did in one group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Streams removed.
+    pub removed_streams: u64,
+    /// The bucket's reclamation entries not yet acknowledged.
+    pub pending_gc_entries: u64,
+}
+/// Renew a TTL stream that is being read.
+#[derive(Clone, Debug)]
+pub struct Touch(pub StreamId);
+/// Remove the group's expired streams.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpireDue;
+/// Acknowledge removed reclamation files (their queue sequence numbers).
+#[derive(Clone, Debug)]
+pub struct GcAck(pub Vec<u64>);
+/// A stream's metadata.
+#[derive(Clone, Debug)]
+pub struct Head(pub StreamId);
+/// A stream's attributes.
+#[derive(Clone, Debug)]
+pub struct GetAttrs(pub StreamId);
+/// The latest snapshot and the bytes after it.
+#[derive(Clone, Debug)]
+pub struct Bootstrap {
+    /// The stream.
+    pub id: StreamId,
+    /// Most update bytes returned.
+    pub max_len: usize,
+}
+/// Capture the group's whole state.
+#[derive(Clone, Copy, Debug)]
+pub struct SnapshotGroup;
+/// Replace the group's state.
+#[derive(Clone, Debug)]
+pub struct InstallGroupSnapshot(pub GroupSnapshot);
+/// Wait until everything the group submitted so far is durable.
+#[derive(Clone, Copy, Debug)]
+pub struct Barrier;
+
+mutation!(Create, "create", |c| Op::Create(c), CreateReply, Response::Create(r) => r);
+mutation!(Append, "append", |a| Op::Append(a), AppendReply, Response::Append(r) => r);
+mutation!(AppendBatch, "append_batch", |b| Op::AppendBatch(b), BatchReply, Response::Batch(r) => r);
+mutation!(Close, "close", |c| Op::Close(c), CloseReply, Response::Close(r) => r);
+mutation!(Delete, "delete", |d| Op::Delete(d.0), (), Response::Deleted { .. } => ());
+mutation!(SetAttrs, "set_attrs", |s| Op::SetAttrs { id: s.id, attrs: s.attrs }, (),
+    Response::AttrsSet { .. } => ());
+mutation!(PublishSnapshot, "publish_snapshot", |p| Op::PublishSnapshot(p), SnapshotReply,
+    Response::Snapshot(r) => r);
+mutation!(AdvanceRetention, "advance_retention", |r| Op::AdvanceRetention { id: r.id, offset: r.offset },
+    u64, Response::Retention { retained_offset, .. } => retained_offset);
+mutation!(PurgeBucket, "purge_bucket", |p| Op::PurgeBucket { bucket: p.0 }, Purged,
+    Response::Purged { removed_streams, pending_gc_entries } => Purged { removed_streams, pending_gc_entries });
+mutation!(Touch, "touch", |t| Op::Touch(t.0), bool, Response::Touched { renewed } => renewed);
+mutation!(ExpireDue, "expire_due", |_e| Op::ExpireDue, usize, Response::Expired { removed } => removed.len());
+mutation!(FlushCommit, "flush_commit", |f| Op::FlushCommit(f), u64, Response::Flushed { chunks, .. } => chunks);
+mutation!(GcAck, "gc_ack", |g| Op::GcAck { seqs: g.0 }, u64, Response::GcAcked { removed } => removed);
+mutation!(CompactCommit, "compact_commit", |c| Op::CompactCommit(c), bool,
+    Response::Compacted { replaced } => replaced);
+
+query!(Read, "read", |r| Request::Read(r), ReadReply, Reply::Read(r) => r);
+query!(WaitRead, "wait_read", |w| Request::WaitRead { read: w.read, timeout: w.timeout }, ReadReply,
+    Reply::Read(r) => r);
+query!(Head, "head", |h| Request::Head(h.0), HeadReply, Reply::Head(r) => r);
+query!(GetAttrs, "get_attrs", |g| Request::GetAttrs(g.0), Option<String>, Reply::Attrs(a) => a);
+query!(Bootstrap, "bootstrap", |b| Request::Bootstrap { id: b.id, max_len: b.max_len }, BootstrapReply,
+    Reply::Bootstrap(r) => r);
+query!(SnapshotGroup, "snapshot_group", |_s| Request::SnapshotGroup, GroupSnapshot,
+    Reply::GroupSnapshot(s) => s);
+query!(InstallGroupSnapshot, "install_group_snapshot", |i| Request::InstallGroupSnapshot(i.0), u64,
+    Reply::Installed { commit_index } => commit_index);
+query!(Barrier, "barrier", |_b| Request::Barrier, (), Reply::Done => ());
