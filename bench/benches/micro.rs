@@ -47,7 +47,7 @@ use rill_shard::wal::format::{
 };
 use rill_shard::wal::log::{EntryBody, LocalFuture, LogEntry, LogStore};
 use rill_shard::wal::scan::scan_segment;
-use rill_shard::wal::{Durability, WalConfig, WalLog};
+use rill_shard::wal::{WalConfig, WalLog};
 
 /// A small deterministic generator for offsets and indexes.
 struct XorShift(u64);
@@ -257,13 +257,9 @@ impl Committer {
                     Device::Mem => Rc::new(MemDir::default()),
                     Device::Null => Rc::new(NullDir),
                 };
-                let config = WalConfig {
-                    core: 0,
-                    segment_bytes: 256 << 10,
-                    max_buffer_bytes: 8 << 20,
-                    durability: Durability::Fsync,
-                };
-                let wal = WalLog::start(dir, config);
+                let config =
+                    WalConfig { segment_bytes: 256 << 10, buffer_bytes: 8 << 20, ..WalConfig::default() };
+                let wal = WalLog::start(dir, 0, config);
                 let id = stream("wal");
                 let cmd = Command { now_ms: 1, op: Op::Append(Append::new(id, payload(body_len))) };
                 let mut index = 0u64;

@@ -30,7 +30,7 @@ fn payload(stream: usize, n: usize, len: usize) -> Bytes {
 pub fn load_and_verify(opts: &Options) -> Result<()> {
     let load = &opts.load;
     let engine = Engine::open(rill_side::config(&opts.dir, Mode::Durable))?;
-    let wal = engine.config().wal_settings();
+    let wal = engine.config().wal_config();
     println!(
         "rill-bench quick: {} cores, {} groups, data dir {}",
         engine.cores(),

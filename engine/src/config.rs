@@ -12,95 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rill_shard::limits::{Limits, MailboxFull};
+use rill_shard::runtime::checkpoint::CheckpointConfig;
+use rill_shard::runtime::cold::ColdConfig;
 use rill_shard::runtime::Clock;
 use rill_shard::wal::log::{LogFactory, LogStore, MemLog};
-use rill_shard::wal::Durability;
+use rill_shard::wal::{Durability, WalConfig, WalIo};
+use rill_shard::{Error, Result};
 
 /// Default number of groups.
 pub const DEFAULT_GROUPS: u32 = 64;
 /// Default io_uring memory per executor.
 pub const DEFAULT_IO_MEMORY_BYTES: usize = 1 << 20;
-
-/// How WAL segment files are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WalIo {
-    /// glommio DMA (`O_DIRECT` through io_uring). The default.
-    Dma,
-    /// `std::fs` writes and `fdatasync` on the executor's blocking pool, for
-    /// file systems without `O_DIRECT` (tmpfs, some overlays).
-    Std,
-}
-
-/// Cold-tier settings (SPEC §3).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ColdSettings {
-    /// Run flush, reclamation and compaction in the background.
-    pub background: bool,
-    /// How often the background worker looks at the groups.
-    pub interval: Duration,
-    /// A group is flushed in the background once it holds this many hot
-    /// bytes.
-    pub min_hot_bytes: u64,
-    /// Bytes one flush of a group moves at most.
-    pub max_flush_bytes: u64,
-    /// Bytes one pack file holds at most.
-    pub max_batch_bytes: u64,
-    /// Chunks smaller than this are merged by compaction.
-    pub compact_small_bytes: u64,
-    /// A merged chunk is at most this long.
-    pub compact_max_bytes: u64,
-    /// Compaction inputs are removed no earlier than this after the merge.
-    pub compact_grace: Duration,
-    /// Bytes of pack files kept mapped per core.
-    pub cache_bytes: u64,
-}
-
-impl Default for ColdSettings {
-    fn default() -> Self {
-        ColdSettings {
-            background: true,
-            interval: Duration::from_millis(200),
-            min_hot_bytes: 4 << 20,
-            max_flush_bytes: 64 << 20,
-            max_batch_bytes: 16 << 20,
-            compact_small_bytes: 64 << 10,
-            compact_max_bytes: 4 << 20,
-            compact_grace: Duration::from_secs(5),
-            cache_bytes: 1 << 30,
-        }
-    }
-}
-
-/// Write-ahead log and checkpoint settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WalSettings {
-    pub durability: Durability,
-    pub io: WalIo,
-    /// Segment files are rotated past this size.
-    pub segment_bytes: u64,
-    /// Bytes one core's pending batch may hold before appends wait.
-    pub buffer_bytes: usize,
-    /// Checkpoint at least this often (while anything changed).
-    pub checkpoint_interval: Duration,
-    /// Checkpoint once a core's WAL keeps this many bytes.
-    pub checkpoint_wal_bytes: u64,
-    /// Checkpoint during a clean shutdown.
-    pub checkpoint_on_shutdown: bool,
-}
-
-impl Default for WalSettings {
-    fn default() -> Self {
-        WalSettings {
-            durability: Durability::Fsync,
-            io: WalIo::Dma,
-            segment_bytes: 64 << 20,
-            buffer_bytes: 8 << 20,
-            checkpoint_interval: Duration::from_secs(60),
-            checkpoint_wal_bytes: 256 << 20,
-            checkpoint_on_shutdown: true,
-        }
-    }
-}
 
 /// How an engine is opened.
 #[derive(Clone)]
@@ -111,8 +33,9 @@ pub struct Config {
     pub(crate) limits: Limits,
     pub(crate) pin_threads: bool,
     pub(crate) io_memory_bytes: usize,
-    pub(crate) wal: WalSettings,
-    pub(crate) cold: ColdSettings,
+    pub(crate) wal: WalConfig,
+    pub(crate) checkpoint: CheckpointConfig,
+    pub(crate) cold: ColdConfig,
     pub(crate) log_factory: Option<LogFactory>,
     pub(crate) clock: Option<Clock>,
 }
@@ -143,11 +66,27 @@ impl Config {
             limits: Limits::default(),
             pin_threads: true,
             io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
-            wal: WalSettings::default(),
-            cold: ColdSettings::default(),
+            wal: WalConfig::default(),
+            checkpoint: CheckpointConfig::default(),
+            cold: ColdConfig::default(),
             log_factory: None,
             clock: None,
         }
+    }
+
+    /// Refuses a configuration that could never run, with a `BadRequest`
+    /// naming the setting (`Engine::open` calls this first).
+    pub fn check(&self) -> Result<()> {
+        if self.cores == 0 {
+            return Err(Error::bad_request("cores must be at least 1"));
+        }
+        if self.groups == 0 {
+            return Err(Error::bad_request("groups must be at least 1"));
+        }
+        self.limits.check()?;
+        self.wal.check()?;
+        self.checkpoint.check()?;
+        self.cold.check()
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -270,13 +209,13 @@ impl Config {
 
     /// Longest time between checkpoints while anything changed.
     pub fn checkpoint_interval(mut self, interval: Duration) -> Self {
-        self.wal.checkpoint_interval = interval;
+        self.checkpoint.interval = interval;
         self
     }
 
     /// WAL bytes per core that trigger a checkpoint.
     pub fn checkpoint_wal_bytes(mut self, bytes: u64) -> Self {
-        self.wal.checkpoint_wal_bytes = bytes;
+        self.checkpoint.wal_bytes = bytes;
         self
     }
 
@@ -284,12 +223,30 @@ impl Config {
     /// WAL replay).
     #[doc(hidden)]
     pub fn checkpoint_on_shutdown(mut self, on: bool) -> Self {
-        self.wal.checkpoint_on_shutdown = on;
+        self.checkpoint.on_shutdown = on;
         self
     }
 
-    pub fn wal_settings(&self) -> &WalSettings {
+    /// The write-ahead log's settings.
+    pub fn wal_config(&self) -> &WalConfig {
         &self.wal
+    }
+
+    /// Replace the write-ahead log's settings at once.
+    pub fn wal(mut self, wal: WalConfig) -> Self {
+        self.wal = wal;
+        self
+    }
+
+    /// The checkpoint settings.
+    pub fn checkpoint_config(&self) -> &CheckpointConfig {
+        &self.checkpoint
+    }
+
+    /// Replace the checkpoint settings at once.
+    pub fn checkpoints(mut self, checkpoint: CheckpointConfig) -> Self {
+        self.checkpoint = checkpoint;
+        self
     }
 
     /// Hot bytes a group may hold before appends get `ColdBackpressure`.
@@ -337,8 +294,15 @@ impl Config {
         self
     }
 
-    pub fn cold_settings(&self) -> &ColdSettings {
+    /// The cold tier's settings.
+    pub fn cold_config(&self) -> &ColdConfig {
         &self.cold
+    }
+
+    /// Replace the cold tier's settings at once.
+    pub fn cold(mut self, cold: ColdConfig) -> Self {
+        self.cold = cold;
+        self
     }
 
     /// Replaces the write-ahead log with another log store per core (tests

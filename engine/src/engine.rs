@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 use futures::channel::oneshot;
 use rill_shard::metrics::{CoreMetrics, GroupMetrics};
 use rill_shard::runtime::calls::{self, output, Call};
-use rill_shard::runtime::checkpoint::CheckpointSpec;
-use rill_shard::runtime::cold::ColdSpec;
 use rill_shard::runtime::envelope::{Envelope, Mail};
 use rill_shard::runtime::mailbox::{mailbox, MailboxSender};
 use rill_shard::runtime::{system_clock, CoreSpec};
@@ -27,14 +25,12 @@ use rill_shard::state::api::{
     Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
     HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
 };
-use rill_shard::state::group::FlushLimits;
 use rill_shard::state::group::GroupState;
-use rill_shard::wal::device::{DmaDir, StdDir, WalDir};
 use rill_shard::wal::log::{LogFactory, LogStore};
-use rill_shard::wal::{recovery, WalConfig, WalLog};
+use rill_shard::wal::{recovery, WalLog};
 use rill_shard::{Error, ErrorKind, Placement, Result, StreamId};
 
-use crate::config::{Config, WalIo};
+use crate::config::Config;
 use crate::runtime::Executors;
 use crate::shape;
 
@@ -63,87 +59,15 @@ impl Engine {
     /// Opens (or creates) the engine in `config.data_dir` and starts one
     /// pinned executor per core.
     pub fn open(config: Config) -> Result<Engine> {
-        if config.cores == 0 {
-            return Err(Error::bad_request("cores must be at least 1"));
-        }
-        if config.groups == 0 {
-            return Err(Error::bad_request("groups must be at least 1"));
-        }
-        config.limits.check()?;
-        if config.wal.segment_bytes < 2 * rill_shard::wal::format::BLOCK as u64
-            || config.wal.buffer_bytes == 0
-        {
-            return Err(Error::bad_request(
-                "wal segment_bytes must be at least 8 KiB and buffer_bytes positive",
-            ));
-        }
+        config.check()?;
         let lock = shape::lock(&config.data_dir)?;
         shape::check_or_record(&config.data_dir, config.groups, config.cores)?;
-        let started = Instant::now();
-        let recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
-        recovery::consolidate(&config.data_dir, &recovered, config.cores)?;
-        tracing::info!(
-            replayed = recovered.replayed_records,
-            torn_tails = recovered.torn_tails.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "recovery done"
-        );
-        let cold_dir = config.data_dir.join("cold");
-        let orphans = rill_shard::packs::remove_orphan_packs(&cold_dir, &recovered.states)?;
-        if orphans > 0 {
-            tracing::info!(count = orphans, "removed orphan pack files");
-        }
-        let mut states: Vec<Option<GroupState>> = recovered.states.into_iter().map(Some).collect();
-        let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(&config));
-        let c = &config.cold;
-        let cold = ColdSpec {
-            dir: cold_dir,
-            background: c.background,
-            interval: c.interval,
-            min_hot_bytes: c.min_hot_bytes,
-            limits: FlushLimits { max_flush_bytes: c.max_flush_bytes, max_batch_bytes: c.max_batch_bytes },
-            compact_small_bytes: c.compact_small_bytes,
-            compact_max_bytes: c.compact_max_bytes,
-            compact_grace: c.compact_grace,
-            cache_bytes: c.cache_bytes,
-        };
-        let checkpoint = CheckpointSpec {
-            dir: recovery::checkpoint_dir(&config.data_dir),
-            interval: config.wal.checkpoint_interval,
-            wal_bytes: config.wal.checkpoint_wal_bytes,
-            on_shutdown: config.wal.checkpoint_on_shutdown,
-        };
-
+        let states = recover_states(&config)?;
         let core_metrics: Vec<Arc<CoreMetrics>> =
             (0..config.cores).map(|_| Arc::new(CoreMetrics::default())).collect();
         let group_metrics: Vec<Arc<GroupMetrics>> =
             (0..config.groups).map(|_| Arc::new(GroupMetrics::default())).collect();
-        let clock = config.clock.clone().unwrap_or_else(system_clock);
-        let mut mailboxes = Vec::with_capacity(config.cores);
-        let mut specs = Vec::with_capacity(config.cores);
-        for (core, metrics) in core_metrics.iter().enumerate() {
-            let (tx, rx) =
-                mailbox(core, config.limits.mailbox_capacity, config.limits.mailbox_full, metrics.clone());
-            mailboxes.push(tx);
-            let groups = (0..config.groups)
-                .filter(|g| *g as usize % config.cores == core)
-                .map(|g| {
-                    let state = states[g as usize].take().expect("each group is homed once");
-                    (state, group_metrics[g as usize].clone())
-                })
-                .collect();
-            specs.push(CoreSpec {
-                core,
-                groups,
-                checkpoint: Some(checkpoint.clone()),
-                cold: Some(cold.clone()),
-                metrics: metrics.clone(),
-                limits: config.limits.clone(),
-                log_factory: log_factory.clone(),
-                mailbox: rx,
-                clock: clock.clone(),
-            });
-        }
+        let (mailboxes, specs) = core_specs(&config, states, &core_metrics, &group_metrics);
         let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
         tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
         Ok(Engine {
@@ -393,22 +317,72 @@ impl Drop for Inner {
     }
 }
 
+/// Recovers every group's state from the data directory (checkpoints plus
+/// WAL replay), consolidates the WAL into fresh checkpoints and sweeps
+/// orphan pack files (SPEC §6).
+fn recover_states(config: &Config) -> Result<Vec<GroupState>> {
+    let started = Instant::now();
+    let recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
+    recovery::consolidate(&config.data_dir, &recovered, config.cores)?;
+    tracing::info!(
+        replayed = recovered.replayed_records,
+        torn_tails = recovered.torn_tails.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "recovery done"
+    );
+    let cold_dir = rill_shard::packs::cold_dir(&config.data_dir);
+    let orphans = rill_shard::packs::remove_orphan_packs(&cold_dir, &recovered.states)?;
+    if orphans > 0 {
+        tracing::info!(count = orphans, "removed orphan pack files");
+    }
+    Ok(recovered.states)
+}
+
+/// One mailbox and one core spec per core, each core holding the groups
+/// homed on it (`group % cores`, SPEC §1).
+fn core_specs(
+    config: &Config,
+    states: Vec<GroupState>,
+    core_metrics: &[Arc<CoreMetrics>],
+    group_metrics: &[Arc<GroupMetrics>],
+) -> (Vec<MailboxSender>, Vec<CoreSpec>) {
+    let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(config));
+    let clock = config.clock.clone().unwrap_or_else(system_clock);
+    let mut homed: Vec<Vec<(GroupState, Arc<GroupMetrics>)>> =
+        (0..config.cores).map(|_| Vec::new()).collect();
+    for state in states {
+        let g = state.group();
+        homed[g as usize % config.cores].push((state, group_metrics[g as usize].clone()));
+    }
+    let mut mailboxes = Vec::with_capacity(config.cores);
+    let mut specs = Vec::with_capacity(config.cores);
+    for ((core, metrics), groups) in core_metrics.iter().enumerate().zip(homed) {
+        let (tx, rx) =
+            mailbox(core, config.limits.mailbox_capacity, config.limits.mailbox_full, metrics.clone());
+        mailboxes.push(tx);
+        specs.push(CoreSpec {
+            core,
+            groups,
+            checkpoint: Some(config.checkpoint.clone()),
+            checkpoint_dir: recovery::checkpoint_dir(&config.data_dir),
+            cold: Some(config.cold.clone()),
+            cold_dir: rill_shard::packs::cold_dir(&config.data_dir),
+            metrics: metrics.clone(),
+            limits: config.limits.clone(),
+            log_factory: log_factory.clone(),
+            mailbox: rx,
+            clock: clock.clone(),
+        });
+    }
+    (mailboxes, specs)
+}
+
 /// The default log: one WAL per core under `<data>/wal/core-<n>/`.
 fn wal_factory(config: &Config) -> LogFactory {
     let data_dir = config.data_dir.clone();
-    let settings = config.wal.clone();
+    let wal = config.wal.clone();
     Arc::new(move |core| {
-        let dir_path = recovery::wal_dir(&data_dir, core);
-        let dir: std::rc::Rc<dyn WalDir> = match settings.io {
-            WalIo::Dma => std::rc::Rc::new(DmaDir::new(dir_path)),
-            WalIo::Std => std::rc::Rc::new(StdDir::new(dir_path)),
-        };
-        let wal = WalConfig {
-            core: core as u32,
-            segment_bytes: settings.segment_bytes,
-            max_buffer_bytes: settings.buffer_bytes,
-            durability: settings.durability,
-        };
-        Box::new(WalLog::start(dir, wal)) as Box<dyn LogStore>
+        let dir = wal.open_dir(&recovery::wal_dir(&data_dir, core));
+        Box::new(WalLog::start(dir, core as u32, wal.clone())) as Box<dyn LogStore>
     })
 }

@@ -32,10 +32,12 @@ mod runtime;
 mod shape;
 
 pub use admin::PurgeReport;
-pub use config::{online_cpus, ColdSettings, Config, WalIo, WalSettings, DEFAULT_GROUPS};
+pub use config::{online_cpus, Config, DEFAULT_GROUPS};
 pub use engine::Engine;
 pub use metrics::MetricsSnapshot;
-pub use rill_shard::wal::Durability;
+pub use rill_shard::runtime::checkpoint::CheckpointConfig;
+pub use rill_shard::runtime::cold::ColdConfig;
+pub use rill_shard::wal::{Durability, WalConfig, WalIo};
 pub use shape::SHAPE_FILE;
 
 pub use rill_shard::limits::{Limits, MailboxFull};

@@ -305,7 +305,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn a_failing_wal_device_stops_acknowledging_and_loses_nothing_acknowledged() {
     use rill_shard::wal::device::{Fault, FaultyDir, StdDir, WalDir};
-    use rill_shard::wal::{Durability, WalConfig, WalLog};
+    use rill_shard::wal::{WalConfig, WalLog};
     use std::rc::Rc;
 
     for fault in [Fault::FailIo, Fault::TearWrite { keep: 300 }] {
@@ -317,13 +317,8 @@ fn a_failing_wal_device_stops_acknowledging_and_loses_nothing_acknowledged() {
             // Create, header write, header sync, then 40 write/sync pairs
             // succeed; everything after fails.
             let faulty: Rc<dyn WalDir> = Rc::new(FaultyDir::new(inner, 83, fault));
-            let config = WalConfig {
-                core: core as u32,
-                segment_bytes: 1 << 20,
-                max_buffer_bytes: 1 << 20,
-                durability: Durability::Fsync,
-            };
-            Box::new(WalLog::start(faulty, config)) as Box<dyn rill::seams::LogStore>
+            let config = WalConfig { segment_bytes: 1 << 20, buffer_bytes: 1 << 20, ..WalConfig::default() };
+            Box::new(WalLog::start(faulty, core as u32, config)) as Box<dyn rill::seams::LogStore>
         });
         let id = sid("b", "faulty");
         let acked = futures::executor::block_on(async {

@@ -28,7 +28,7 @@ use rill_shard::state::command::{Command, Op};
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::device::WalDir;
 use rill_shard::wal::log::{EntryBody, LogEntry, LogStore};
-use rill_shard::wal::{Durability, WalConfig, WalLog};
+use rill_shard::wal::{WalConfig, WalLog};
 use rill_shard::StreamId;
 
 use super::device::SimDir;
@@ -64,13 +64,9 @@ pub(super) struct Core {
 impl Core {
     pub fn start(core: usize, setup: &Setup) -> Core {
         let dir = SimDir::new();
-        let config = WalConfig {
-            core: core as u32,
-            segment_bytes: setup.segment_bytes,
-            max_buffer_bytes: 1 << 30,
-            durability: Durability::Fsync,
-        };
-        let log = Rc::new(WalLog::start(Rc::new(dir.clone()) as Rc<dyn WalDir>, config));
+        let config =
+            WalConfig { segment_bytes: setup.segment_bytes, buffer_bytes: 1 << 30, ..WalConfig::default() };
+        let log = Rc::new(WalLog::start(Rc::new(dir.clone()) as Rc<dyn WalDir>, core as u32, config));
         Core { log, dir, checkpoint: None, submit_failed: false, cold_job: None }
     }
 

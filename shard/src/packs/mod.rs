@@ -11,7 +11,7 @@
 
 pub mod files;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
@@ -23,6 +23,11 @@ pub use self::files::{
     check_pack_files, compaction_commit, compaction_inputs, remove_files, remove_orphan_packs,
     write_compaction, write_flush,
 };
+
+/// Directory holding the pack files.
+pub fn cold_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("cold")
+}
 
 /// Maps a cold-tier error onto the engine's.
 pub(crate) fn cold_error(err: rill_cold::ColdError) -> Error {

@@ -11,31 +11,49 @@
 //! is snapshotted; their records stay in the WAL and recovery skips them by
 //! commit index. Checkpoints of one core never overlap.
 
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::Core;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::wal::device::sync_dir;
 use crate::wal::recovery::write_checkpoint;
 
-/// When and where a core checkpoints.
+/// When a core checkpoints (defined once; the engine's `Config` embeds it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckpointSpec {
-    /// The checkpoint directory.
-    pub dir: PathBuf,
+pub struct CheckpointConfig {
     /// Checkpoint at least this often while anything changed.
     pub interval: Duration,
-    /// Checkpoint once the WAL keeps this many bytes.
+    /// Checkpoint once a core's WAL keeps this many bytes.
     pub wal_bytes: u64,
     /// Checkpoint during a clean shutdown (so the next open replays nothing).
     pub on_shutdown: bool,
 }
 
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig { interval: Duration::from_secs(60), wal_bytes: 256 << 20, on_shutdown: true }
+    }
+}
+
+impl CheckpointConfig {
+    /// Refuses settings a core could never run.
+    pub fn check(&self) -> Result<()> {
+        if self.interval.is_zero() {
+            return Err(Error::bad_request("checkpoint interval must be positive"));
+        }
+        if self.wal_bytes == 0 {
+            return Err(Error::bad_request("checkpoint wal_bytes must be positive"));
+        }
+        Ok(())
+    }
+}
+
 /// Runs one checkpoint of every group of the core.
 pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
-    let Some(spec) = &core.checkpoint else { return Ok(()) };
+    if core.checkpoint.is_none() {
+        return Ok(());
+    }
     let _one_at_a_time = core.checkpoint_lock.lock().await;
     let started = Instant::now();
     let log = core.commit.log();
@@ -57,13 +75,13 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
             state.clone()
         };
         let index = state.commit_index();
-        let dir = spec.dir.clone();
+        let dir = core.checkpoint_dir.clone();
         crate::local::blocking::run(move || write_checkpoint(&dir, id, &state.encode_snapshot())).await?;
         group.checkpointed_index.set(index);
         written += 1;
     }
     if written > 0 {
-        let dir = spec.dir.clone();
+        let dir = core.checkpoint_dir.clone();
         crate::local::blocking::run(move || sync_dir(&dir)).await?;
     }
     log.retire_through(cut).await?;

@@ -15,7 +15,6 @@
 //! the group's queue), so a crash can never bring back a reference to a
 //! removed file.
 
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -30,27 +29,76 @@ use crate::packs::{compaction_commit, compaction_inputs, remove_files, write_com
 use crate::state::command::FlushCommit;
 use crate::state::group::FlushLimits;
 
-/// Cold-tier settings of a core.
+/// Cold-tier settings (SPEC §3), defined once; the engine's `Config`
+/// embeds them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ColdSpec {
-    /// Directory of the pack files.
-    pub dir: PathBuf,
-    /// Run the background flush/GC/compaction loop.
+pub struct ColdConfig {
+    /// Run flush, reclamation and compaction in the background.
     pub background: bool,
-    /// How often the background loop looks at the groups.
+    /// How often the background worker looks at the groups.
     pub interval: Duration,
     /// A group is flushed in the background once it holds this many hot
     /// bytes.
     pub min_hot_bytes: u64,
-    pub limits: FlushLimits,
-    /// Chunks smaller than this are compaction candidates.
+    /// Bytes one flush of a group moves at most.
+    pub max_flush_bytes: u64,
+    /// Bytes one pack file holds at most.
+    pub max_batch_bytes: u64,
+    /// Chunks smaller than this are merged by compaction.
     pub compact_small_bytes: u64,
-    /// A compacted chunk is at most this long.
+    /// A merged chunk is at most this long.
     pub compact_max_bytes: u64,
-    /// Compaction inputs are removed no earlier than this after the commit.
+    /// Compaction inputs are removed no earlier than this after the merge.
     pub compact_grace: Duration,
-    /// Bytes of mapped packs kept open.
+    /// Bytes of pack files kept mapped per core.
     pub cache_bytes: u64,
+}
+
+impl Default for ColdConfig {
+    fn default() -> Self {
+        ColdConfig {
+            background: true,
+            interval: Duration::from_millis(200),
+            min_hot_bytes: 4 << 20,
+            max_flush_bytes: 64 << 20,
+            max_batch_bytes: 16 << 20,
+            compact_small_bytes: 64 << 10,
+            compact_max_bytes: 4 << 20,
+            compact_grace: Duration::from_secs(5),
+            cache_bytes: 1 << 30,
+        }
+    }
+}
+
+impl ColdConfig {
+    /// What one flush may move.
+    pub fn flush_limits(&self) -> FlushLimits {
+        FlushLimits { max_flush_bytes: self.max_flush_bytes, max_batch_bytes: self.max_batch_bytes }
+    }
+
+    /// Refuses settings the cold worker could never run.
+    pub fn check(&self) -> Result<()> {
+        let positive = [
+            ("flush interval", self.interval.as_millis() as u64),
+            ("max_flush_bytes", self.max_flush_bytes),
+            ("max_batch_bytes", self.max_batch_bytes),
+            ("compact_max_bytes", self.compact_max_bytes),
+            ("cache_bytes", self.cache_bytes),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(Error::bad_request(format!("cold setting {name} must be positive")));
+            }
+        }
+        if self.compact_small_bytes > self.compact_max_bytes {
+            return Err(Error::bad_request(format!(
+                "compact_small_bytes ({}) must not exceed compact_max_bytes ({}): a merge could never hold \
+                 its inputs",
+                self.compact_small_bytes, self.compact_max_bytes
+            )));
+        }
+        Ok(())
+    }
 }
 
 async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
@@ -84,26 +132,26 @@ pub(crate) async fn run_job(core: &Rc<Core>, job: ColdJob, force: bool) -> Resul
         let group = core.groups[&id].clone();
         total += match job {
             ColdJob::Flush => flush_group(core, &spec, &group, force).await?,
-            ColdJob::Gc => gc_group(core, &spec, &group).await?,
+            ColdJob::Gc => gc_group(core, &group).await?,
             ColdJob::Compact => compact_group(core, &spec, &group).await?,
         };
     }
     Ok(total)
 }
 
-async fn flush_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>, force: bool) -> Result<u64> {
+async fn flush_group(core: &Rc<Core>, spec: &ColdConfig, group: &Rc<Group>, force: bool) -> Result<u64> {
     let plans = {
         let state = group.state.borrow();
         if state.hot_bytes() == 0 || (!force && state.hot_bytes() < spec.min_hot_bytes) {
             return Ok(0);
         }
-        state.plan_flush(&spec.limits)
+        state.plan_flush(&spec.flush_limits())
     };
     if plans.is_empty() {
         return Ok(0);
     }
     let started = Instant::now();
-    let dir = spec.dir.clone();
+    let dir = core.cold_dir.clone();
     let group_id = group.id;
     let packs = blocking(move || write_flush(&dir, group_id, &plans)).await?;
     let bytes: u64 = packs.iter().map(|p| p.bytes).sum();
@@ -120,7 +168,7 @@ async fn flush_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>, force:
     Ok(chunks)
 }
 
-async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result<u64> {
+async fn gc_group(core: &Rc<Core>, group: &Rc<Group>) -> Result<u64> {
     let due = group.state.borrow().gc_due(core.now_ms());
     if due.is_empty() {
         return Ok(0);
@@ -135,7 +183,7 @@ async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result
             store.forget(file);
         }
     }
-    let dir = spec.dir.clone();
+    let dir = core.cold_dir.clone();
     let files: Vec<String> = due.iter().map(|(_, f)| f.clone()).collect();
     blocking(move || remove_files(&dir, &files)).await?;
     let seqs = due.iter().map(|(s, _)| *s).collect();
@@ -145,7 +193,7 @@ async fn gc_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result
     Ok(removed)
 }
 
-async fn compact_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> Result<u64> {
+async fn compact_group(core: &Rc<Core>, spec: &ColdConfig, group: &Rc<Group>) -> Result<u64> {
     let plans = group.state.borrow().plan_compaction(spec.compact_small_bytes, spec.compact_max_bytes);
     let Some(store) = core.cold_store.clone() else { return Ok(0) };
     let mut done = 0;
@@ -157,7 +205,7 @@ async fn compact_group(core: &Rc<Core>, spec: &ColdSpec, group: &Rc<Group>) -> R
                 None => continue,
             }
         };
-        let dir = spec.dir.clone();
+        let dir = core.cold_dir.clone();
         let group_id = group.id;
         let written = plan.clone();
         let output = blocking(move || write_compaction(&dir, group_id, &written, &parts)).await?;

@@ -412,8 +412,8 @@ impl Group {
             (None, false) => {
                 Err(Error::bad_request("the snapshot names pack files and this engine has no cold tier"))
             }
-            (Some(spec), false) => {
-                let dir = spec.dir.clone();
+            (Some(_), false) => {
+                let dir = core.cold_dir.clone();
                 crate::local::blocking::run(move || {
                     crate::packs::check_pack_files(&dir, &state).map(|()| state)
                 })

@@ -26,6 +26,7 @@ pub mod waiters;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,8 +41,8 @@ use crate::state::command::Op;
 use crate::state::group::GroupState;
 use crate::wal::log::LogFactory;
 
-use self::checkpoint::CheckpointSpec;
-use self::cold::ColdSpec;
+use self::checkpoint::CheckpointConfig;
+use self::cold::ColdConfig;
 use self::commit::Commit;
 use self::envelope::{Envelope, Mail, Request};
 use self::group_task::Group;
@@ -64,10 +65,14 @@ pub struct CoreSpec {
     pub core: usize,
     /// The groups homed on this core: recovered state and shared metrics.
     pub groups: Vec<(GroupState, Arc<GroupMetrics>)>,
-    /// Where and when to checkpoint (None: never).
-    pub checkpoint: Option<CheckpointSpec>,
+    /// When to checkpoint (None: never).
+    pub checkpoint: Option<CheckpointConfig>,
+    /// The checkpoint directory.
+    pub checkpoint_dir: PathBuf,
     /// The cold tier (None: everything stays hot).
-    pub cold: Option<ColdSpec>,
+    pub cold: Option<ColdConfig>,
+    /// The pack-file directory.
+    pub cold_dir: PathBuf,
     pub metrics: Arc<CoreMetrics>,
     pub limits: Limits,
     pub log_factory: LogFactory,
@@ -94,9 +99,11 @@ pub struct Core {
     pub(crate) waiters: RefCell<Waiters>,
     pub(crate) commit: Commit,
     pub(crate) stopping: Cell<bool>,
-    pub(crate) checkpoint: Option<CheckpointSpec>,
+    pub(crate) checkpoint: Option<CheckpointConfig>,
+    pub(crate) checkpoint_dir: PathBuf,
     pub(crate) checkpoint_lock: futures::lock::Mutex<()>,
-    pub(crate) cold_spec: Option<ColdSpec>,
+    pub(crate) cold_spec: Option<ColdConfig>,
+    pub(crate) cold_dir: PathBuf,
     pub(crate) cold_store: Option<Arc<ColdStore>>,
     pub(crate) cold_lock: futures::lock::Mutex<()>,
 }
@@ -128,14 +135,16 @@ pub async fn run_core(spec: CoreSpec) {
         core,
         groups,
         checkpoint: checkpoint_spec,
+        checkpoint_dir,
         cold: cold_spec,
+        cold_dir,
         metrics,
         limits,
         log_factory,
         mailbox,
         clock,
     } = spec;
-    let cold_store = cold_spec.as_ref().map(|c| Arc::new(ColdStore::new(c.dir.clone(), c.cache_bytes)));
+    let cold_store = cold_spec.as_ref().map(|c| Arc::new(ColdStore::new(cold_dir.clone(), c.cache_bytes)));
     let log = log_factory(core);
     let mut by_id = HashMap::new();
     for (state, group_metrics) in groups {
@@ -152,8 +161,10 @@ pub async fn run_core(spec: CoreSpec) {
         commit: Commit::new(log),
         stopping: Cell::new(false),
         checkpoint: checkpoint_spec,
+        checkpoint_dir,
         checkpoint_lock: futures::lock::Mutex::new(()),
         cold_spec,
+        cold_dir,
         cold_store,
         cold_lock: futures::lock::Mutex::new(()),
     });

@@ -3,12 +3,14 @@
 //!
 //! * [`log`]: the seam ([`log::LogStore`]) every core's log implements,
 //!   and the in-memory [`log::MemLog`].
+//! * [`config`]: [`WalConfig`], the log's settings (defined once).
 //! * [`format`]: the segment and record layout, byte by byte.
 //! * [`scan`]: reading a segment back, telling a torn tail from corruption.
 //! * [`device`]: the file seam (DMA, `std::fs`, memory, fault injection).
 //! * [`writer`]: [`WalLog`], the core's [`log::LogStore`].
 //! * [`recovery`]: checkpoints and replay at open.
 
+pub mod config;
 pub mod device;
 pub mod format;
 pub mod log;
@@ -16,7 +18,8 @@ pub mod recovery;
 pub mod scan;
 pub mod writer;
 
-pub use writer::{Durability, WalConfig, WalLog};
+pub use config::{Durability, WalConfig, WalIo};
+pub use writer::WalLog;
 #[cfg(test)]
 mod tests_format;
 #[cfg(test)]

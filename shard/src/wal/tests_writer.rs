@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::device::{Fault, FaultyDir, MemDir, WalDir};
 use super::format::{RecordKind, BLOCK};
 use super::scan::{scan_segment, ScanEnd};
-use super::{Durability, WalConfig, WalLog};
+use super::{WalConfig, WalLog};
 use crate::state::api::Append;
 use crate::state::command::{Command, Op};
 use crate::state::name::StreamId;
@@ -36,7 +36,7 @@ fn cmd(i: u64, len: usize) -> Command {
 }
 
 fn config(segment_bytes: u64) -> WalConfig {
-    WalConfig { core: 0, segment_bytes, max_buffer_bytes: 1 << 20, durability: Durability::Fsync }
+    WalConfig { segment_bytes, buffer_bytes: 1 << 20, ..WalConfig::default() }
 }
 
 /// Every record of every segment, in file-name order.
@@ -66,7 +66,7 @@ fn records_are_durable_in_order() {
     let mem = MemDir::default();
     let dir = mem.clone();
     let got = run(move || async move {
-        let wal = WalLog::start(Rc::new(dir), config(1 << 20));
+        let wal = WalLog::start(Rc::new(dir), 0, config(1 << 20));
         let mut lsns = Vec::new();
         for i in 0..50u64 {
             let c = cmd(i, 10 + i as usize);
@@ -98,7 +98,7 @@ fn a_burst_shares_syncs() {
     let mem = MemDir::default();
     let dir = mem.clone();
     run(move || async move {
-        let wal = WalLog::start(Rc::new(dir), config(1 << 20));
+        let wal = WalLog::start(Rc::new(dir), 0, config(1 << 20));
         for i in 0..200u64 {
             let c = cmd(i, 100);
             wal.submit(LogEntry { group: 0, index: i + 1, body: EntryBody::Command(&c) })
@@ -120,7 +120,7 @@ fn segments_are_preallocated() {
     let mem = MemDir::default();
     let dir = mem.clone();
     run(move || async move {
-        let wal = WalLog::start(Rc::new(dir.clone()), config(4 * BLOCK as u64));
+        let wal = WalLog::start(Rc::new(dir.clone()), 0, config(4 * BLOCK as u64));
         for i in 0..12u64 {
             let c = cmd(i, 3000);
             let lsn = wal.submit(LogEntry { group: 0, index: i + 1, body: EntryBody::Command(&c) }).await;
@@ -145,7 +145,7 @@ fn segments_rotate_and_retire() {
     let mem = MemDir::default();
     let dir = mem.clone();
     run(move || async move {
-        let wal = WalLog::start(Rc::new(dir.clone()), config(4 * BLOCK as u64));
+        let wal = WalLog::start(Rc::new(dir.clone()), 0, config(4 * BLOCK as u64));
         for i in 0..40u64 {
             let c = cmd(i, 3000);
             let lsn = wal.submit(LogEntry { group: 0, index: i + 1, body: EntryBody::Command(&c) }).await;
@@ -186,7 +186,7 @@ fn io_failure_fails_the_log() {
             // then the fault.
             let inner: Rc<dyn WalDir> = Rc::new(shared);
             let dir = FaultyDir::new(inner, 5, fault);
-            let wal = WalLog::start(Rc::new(dir), config(1 << 20));
+            let wal = WalLog::start(Rc::new(dir), 0, config(1 << 20));
             let c = cmd(0, 10);
             let first =
                 wal.submit(LogEntry { group: 0, index: 1, body: EntryBody::Command(&c) }).await.unwrap();

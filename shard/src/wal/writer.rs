@@ -23,36 +23,12 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use super::config::{Durability, WalConfig};
 use super::device::{SegmentFile, WalDir};
 use super::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
 use crate::error::{Error, Result};
 use crate::local::LocalSignal;
 use crate::wal::log::{EntryBody, LocalFuture, LogEntry, LogStore, Lsn};
-
-/// When an append counts as durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// After the batch holding it is written and `fdatasync`ed (default).
-    Fsync,
-    /// After the batch holding it is written to the device; the active
-    /// segment is synced every interval. A process crash loses nothing
-    /// acknowledged (writes bypass the page cache), but a power failure or
-    /// kernel crash may lose what was acknowledged since the last sync: up
-    /// to one interval of writes, plus whatever the device's volatile cache
-    /// held.
-    Interval(Duration),
-}
-
-/// Settings of one core's WAL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WalConfig {
-    pub core: u32,
-    /// A segment is rotated once a batch would take it past this size.
-    pub segment_bytes: u64,
-    /// Bytes a batch may hold before submitters wait for the flusher.
-    pub max_buffer_bytes: usize,
-    pub durability: Durability,
-}
 
 struct Active {
     name: String,
@@ -101,6 +77,7 @@ enum Spare {
 }
 
 struct Inner {
+    core: u32,
     config: WalConfig,
     dir: Rc<dyn WalDir>,
     state: RefCell<State>,
@@ -120,7 +97,7 @@ impl std::fmt::Debug for WalLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let st = self.inner.state.borrow();
         f.debug_struct("WalLog")
-            .field("core", &self.inner.config.core)
+            .field("core", &self.inner.core)
             .field("next_lsn", &st.next_lsn)
             .field("durable_lsn", &st.durable_lsn)
             .finish_non_exhaustive()
@@ -138,9 +115,10 @@ impl Drop for WalLog {
 impl WalLog {
     /// Starts a WAL in an empty directory. Must run inside the core's
     /// executor (it spawns the flusher task).
-    pub fn start(dir: Rc<dyn WalDir>, config: WalConfig) -> WalLog {
+    pub fn start(dir: Rc<dyn WalDir>, core: u32, config: WalConfig) -> WalLog {
         let state = State { next_lsn: 1, next_seq: 1, ..State::default() };
         let inner = Rc::new(Inner {
+            core,
             config,
             dir,
             state: RefCell::new(state),
@@ -170,7 +148,7 @@ impl Inner {
     }
 
     fn fail(&self, err: Error) {
-        tracing::error!(core = self.config.core, error = %err, "write-ahead log failed");
+        tracing::error!(core = self.core, error = %err, "write-ahead log failed");
         self.state.borrow_mut().failed.get_or_insert(err);
         self.wake_all();
     }
@@ -288,7 +266,7 @@ impl Inner {
                 (seq, name, file)
             }
         };
-        let header = SegmentHeader { core: self.config.core, seq, first_lsn }.encode();
+        let header = SegmentHeader { core: self.core, seq, first_lsn }.encode();
         file.write_at(header, 0).await?;
         // The header must be durable before any record of the segment can
         // be: records behind a missing header would read as corruption.
@@ -330,7 +308,7 @@ impl Inner {
             match self.prepare(&name).await {
                 Ok(file) => self.state.borrow_mut().spare = Spare::Ready { seq, name, file },
                 Err(err) => {
-                    tracing::warn!(core = self.config.core, error = %err, "could not preallocate a WAL segment");
+                    tracing::warn!(core = self.core, error = %err, "could not preallocate a WAL segment");
                     let _ = self.dir.remove(&name).await;
                     self.state.borrow_mut().spare = Spare::None;
                 }
@@ -405,7 +383,7 @@ impl LogStore for WalLog {
     fn submit<'a>(&'a self, entry: LogEntry<'a>) -> LocalFuture<'a, Result<Lsn>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let limit = inner.config.max_buffer_bytes;
+            let limit = inner.config.buffer_bytes;
             inner.wait(|st| (st.buf.len() < limit).then_some(Ok(()))).await?;
             let mut scratch = inner.scratch.borrow_mut();
             let (kind, body): (RecordKind, &[u8]) = match entry.body {
