@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rill_shard::limits::{Limits, MailboxFull};
-use rill_shard::runtime::checkpoint::CheckpointConfig;
-use rill_shard::runtime::cold::ColdConfig;
+use rill_shard::protocol::checkpoint::CheckpointConfig;
+use rill_shard::protocol::cold::ColdConfig;
 use rill_shard::runtime::Clock;
 use rill_shard::wal::log::{LogFactory, LogStore, MemLog};
 use rill_shard::wal::{Durability, WalConfig, WalIo};

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use rill_shard::metrics::{CoreMetrics, GroupMetrics};
+use rill_shard::packs::{FsPackDir, PackDir};
 use rill_shard::runtime::calls::{self, output, Call};
 use rill_shard::runtime::envelope::{Envelope, Mail};
 use rill_shard::runtime::mailbox::{mailbox, MailboxSender};
@@ -67,7 +68,8 @@ impl Engine {
             (0..config.cores).map(|_| Arc::new(CoreMetrics::default())).collect();
         let group_metrics: Vec<Arc<GroupMetrics>> =
             (0..config.groups).map(|_| Arc::new(GroupMetrics::default())).collect();
-        let (mailboxes, specs) = core_specs(&config, states, &core_metrics, &group_metrics);
+        let packs = Arc::new(FsPackDir::open(rill_shard::packs::cold_dir(&config.data_dir))?);
+        let (mailboxes, specs) = core_specs(&config, packs, states, &core_metrics, &group_metrics);
         let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
         tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
         Ok(Engine {
@@ -330,8 +332,8 @@ fn recover_states(config: &Config) -> Result<Vec<GroupState>> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "recovery done"
     );
-    let cold_dir = rill_shard::packs::cold_dir(&config.data_dir);
-    let orphans = rill_shard::packs::remove_orphan_packs(&cold_dir, &recovered.states)?;
+    let packs = FsPackDir::open(rill_shard::packs::cold_dir(&config.data_dir))?;
+    let orphans = rill_shard::packs::remove_orphan_packs(&packs, &recovered.states)?;
     if orphans > 0 {
         tracing::info!(count = orphans, "removed orphan pack files");
     }
@@ -342,6 +344,7 @@ fn recover_states(config: &Config) -> Result<Vec<GroupState>> {
 /// homed on it (`group % cores`, SPEC §1).
 fn core_specs(
     config: &Config,
+    packs: Arc<dyn PackDir>,
     states: Vec<GroupState>,
     core_metrics: &[Arc<CoreMetrics>],
     group_metrics: &[Arc<GroupMetrics>],
@@ -366,7 +369,7 @@ fn core_specs(
             checkpoint: Some(config.checkpoint.clone()),
             checkpoint_dir: recovery::checkpoint_dir(&config.data_dir),
             cold: Some(config.cold.clone()),
-            cold_dir: rill_shard::packs::cold_dir(&config.data_dir),
+            pack_dir: packs.clone(),
             metrics: metrics.clone(),
             limits: config.limits.clone(),
             log_factory: log_factory.clone(),

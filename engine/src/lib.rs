@@ -35,8 +35,8 @@ pub use admin::PurgeReport;
 pub use config::{online_cpus, Config, DEFAULT_GROUPS};
 pub use engine::Engine;
 pub use metrics::MetricsSnapshot;
-pub use rill_shard::runtime::checkpoint::CheckpointConfig;
-pub use rill_shard::runtime::cold::ColdConfig;
+pub use rill_shard::protocol::checkpoint::CheckpointConfig;
+pub use rill_shard::protocol::cold::ColdConfig;
 pub use rill_shard::wal::{Durability, WalConfig, WalIo};
 pub use shape::SHAPE_FILE;
 

@@ -86,10 +86,29 @@ fn skipped_pack_checksum_is_caught() {
 
 // SPEC §3, §6: a file is removed only once the command that released it is
 // durable; otherwise a crash brings back a stream whose cold bytes are gone.
+// The bug is planted in the runtime's own job protocol
+// (`shard/src/protocol/cold.rs`), which the simulation steps.
 #[test]
 fn gc_before_durable_is_caught() {
     let caught = catch(Bug::GcBeforeDurable);
     assert!(caught.iter().any(|(_, f)| f.check == "cold-lost"), "{caught:?}");
+}
+
+// SPEC §6: a checkpoint's rename is durable only once its directory is
+// synced; retiring the log before that loses what the checkpoint held.
+#[test]
+fn skipped_checkpoint_dir_sync_is_caught() {
+    let caught = catch(Bug::SkipCheckpointDirSync);
+    assert!(caught.iter().all(|(_, f)| ["acked-lost", "recovery"].contains(&f.check)), "{caught:?}");
+}
+
+// SPEC §3: a pack is named by a commit only once its bytes are durable; a
+// pack renamed into place unsynced comes back torn after a power failure
+// (the simulated pack directory, `fuzz/src/sim/packs.rs`).
+#[test]
+fn skipped_pack_sync_is_caught() {
+    let caught = catch(Bug::SkipPackSync);
+    assert!(caught.iter().all(|(_, f)| ["cold-files", "read"].contains(&f.check)), "{caught:?}");
 }
 
 // The shrinker turns a caught failure into a short list of operations that

@@ -9,6 +9,9 @@
 //!   removing and checking pack files).
 //! * [`wal`]: the log seam and the write-ahead log: record format, devices,
 //!   writer, recovery.
+//! * [`protocol`]: the runtime's protocols (mutation admission, checkpoint
+//!   runs, cold jobs) as sans-IO step machines the runtime and the
+//!   simulation both drive.
 //! * [`state`]: the pure group state machine and its vocabulary (API
 //!   values, logged commands, names, integrity set-sums).
 //! * leaves: [`error`], [`placement`], [`local`] (the single-threaded
@@ -25,6 +28,7 @@ pub mod packs;
 pub mod placement;
 #[doc(hidden)]
 pub mod planted;
+pub mod protocol;
 pub mod runtime;
 pub mod state;
 pub mod wal;

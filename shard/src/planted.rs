@@ -32,15 +32,20 @@ pub enum Bug {
     /// Pack slices are served without checking their BLAKE3 digest
     /// (`rill_cold::pack::format::verify_slice`).
     SkipPackChecksum = 6,
-    /// The simulation's GC removes files without waiting for the commands
-    /// that queued them to be durable (planted in `rill-fuzz`; the runtime
-    /// waits in `core/cold.rs`).
+    /// A GC job removes files without waiting for the commands that queued
+    /// them to be durable (`protocol/cold.rs`).
     GcBeforeDurable = 7,
+    /// A checkpoint run retires the log without syncing the checkpoint
+    /// directory after its renames (`protocol/checkpoint.rs`).
+    SkipCheckpointDirSync = 8,
+    /// A pack is renamed into place without syncing its data first
+    /// (`packs/files.rs`).
+    SkipPackSync = 9,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 9] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -48,7 +53,32 @@ impl Bug {
         Bug::ColdHotBoundary,
         Bug::SkipPackChecksum,
         Bug::GcBeforeDurable,
+        Bug::SkipCheckpointDirSync,
+        Bug::SkipPackSync,
     ];
+}
+
+impl Bug {
+    /// The bug's kebab-case name (for command lines and environment
+    /// variables).
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::AckBeforeDurable => "ack-before-durable",
+            Bug::DurableBeforeSync => "durable-before-sync",
+            Bug::SkipRecordChecksum => "skip-record-checksum",
+            Bug::ReplayTwice => "replay-twice",
+            Bug::ColdHotBoundary => "cold-hot-boundary",
+            Bug::SkipPackChecksum => "skip-pack-checksum",
+            Bug::GcBeforeDurable => "gc-before-durable",
+            Bug::SkipCheckpointDirSync => "skip-checkpoint-dir-sync",
+            Bug::SkipPackSync => "skip-pack-sync",
+        }
+    }
+
+    /// The bug of a name, if it is one.
+    pub fn from_name(name: &str) -> Option<Bug> {
+        Bug::ALL.into_iter().find(|b| b.name() == name)
+    }
 }
 
 thread_local! {

@@ -34,22 +34,7 @@ struct Args {
 }
 
 fn parse_bug(name: &str) -> Result<Bug, String> {
-    Bug::ALL
-        .into_iter()
-        .find(|b| bug_name(*b) == name)
-        .ok_or_else(|| format!("unknown bug {name:?}; known: {:?}", Bug::ALL.map(bug_name)))
-}
-
-fn bug_name(bug: Bug) -> &'static str {
-    match bug {
-        Bug::AckBeforeDurable => "ack-before-durable",
-        Bug::DurableBeforeSync => "durable-before-sync",
-        Bug::SkipRecordChecksum => "skip-record-checksum",
-        Bug::ReplayTwice => "replay-twice",
-        Bug::ColdHotBoundary => "cold-hot-boundary",
-        Bug::SkipPackChecksum => "skip-pack-checksum",
-        Bug::GcBeforeDurable => "gc-before-durable",
-    }
+    Bug::from_name(name).ok_or_else(|| format!("unknown bug {name:?}; known: {:?}", Bug::ALL.map(Bug::name)))
 }
 
 fn parse() -> Result<Args, String> {
@@ -94,7 +79,7 @@ fn replay(args: &Args, seed: u64, keep: Option<&[usize]>) -> String {
         cmd += &format!(" --check-every {}", args.check_every);
     }
     if let Some(bug) = args.bug {
-        cmd += &format!(" --plant {}", bug_name(bug));
+        cmd += &format!(" --plant {}", bug.name());
     }
     cmd
 }

@@ -1,15 +1,17 @@
-//! The cold tier in the simulation (SPEC §3): each core's cold worker,
-//! run job by job the way `shard/src/core/cold.rs` runs it, with the same
-//! file functions (`shard/src/core/pack_files.rs`), against real pack files in the scratch
-//! directory; reads through the real memory-mapped pack cache; and the
-//! checks that pack files and the groups agree.
+//! The cold tier in the simulation (SPEC §3): each core's cold worker runs
+//! the runtime's own job protocol (`shard/src/protocol/cold.rs`) step by
+//! step, with the same file functions (`shard/src/packs/`), through the
+//! simulated pack directory (`packs.rs`: real files in scratch space, with
+//! what a power failure keeps and armed faults); reads go through the real
+//! memory-mapped pack cache; and the checks that pack files and the groups
+//! agree.
 //!
-//! A job starts in one step (plan inside the group, write the pack, or pick
-//! the due removals) and finishes in later ones, so appends, deletes,
-//! retention, purges and crashes land between a plan and its commit. A GC
-//! job removes its files only once every entry its group had submitted
-//! when it started is durable (the runtime's barrier; the planted bug
-//! `GcBeforeDurable` skips the wait), then commits the acknowledgement.
+//! A job starts in one step (its plan and its first step) and finishes in
+//! later ones, one protocol step per `ColdStep` operation, so appends,
+//! deletes, retention, purges and crashes land between a plan and its
+//! commit. A barrier holds until the group's log is durable through the
+//! entry it waits for; a failed step abandons the job and removes what a
+//! failed write left, as the runtime's driver does.
 //!
 //! What the checks hold the cold tier to, after every step that touched a
 //! group: its packs, removal queue and every stream's chunks equal the
@@ -23,25 +25,43 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use rill_shard::packs::{compaction_commit, compaction_inputs, remove_files, write_compaction, write_flush};
-use rill_shard::planted::{self, Bug};
+use rill_shard::packs::{compaction_inputs, remove_files, write_compaction, write_flush, PackDir};
+use rill_shard::protocol::cold::{ColdConfig, ColdRun, ColdStep};
 use rill_shard::state::command::Op;
 use rill_shard::state::group::{Piece, ReadPlan};
 use rill_shard::wal::log::LogStore;
 use rill_shard::ErrorCode;
 
+use super::packs::PackFault;
 use super::plan::{ColdKind, BUCKETS};
-use super::world::{ColdJob, JobStep, Sim};
+use super::world::{PackJob, Sim};
 use super::{ensure, Fail};
 
-fn io(what: &'static str) -> impl Fn(rill_shard::Error) -> Fail {
-    move |e| Fail::new("cold-io", format!("{what}: {e}"))
-}
-
 impl Sim {
+    /// The cold settings of this seed, as the runtime's `ColdConfig`.
+    fn cold_config(&self) -> ColdConfig {
+        let cold = &self.setup.cold;
+        ColdConfig {
+            min_hot_bytes: 0,
+            max_flush_bytes: cold.flush.max_flush_bytes,
+            max_batch_bytes: cold.flush.max_batch_bytes,
+            compact_small_bytes: cold.compact_small,
+            compact_max_bytes: cold.compact_max_run,
+            compact_grace: std::time::Duration::from_millis(cold.grace_ms),
+            ..ColdConfig::default()
+        }
+    }
+
     /// Starts a job on core `c` (nothing if one is in flight or there is
-    /// nothing to do).
-    pub(super) fn cold_start(&mut self, c: usize, pick: u8, kind: ColdKind) -> Result<(), Fail> {
+    /// nothing to do) and performs its first step; `fault` arms the pack
+    /// directory first.
+    pub(super) fn cold_start(
+        &mut self,
+        c: usize,
+        pick: u8,
+        kind: ColdKind,
+        fault: Option<(u8, PackFault)>,
+    ) -> Result<(), Fail> {
         let groups = self.groups_of_core(c);
         if self.cores[c].cold_job.is_some() || groups.is_empty() {
             return Ok(());
@@ -49,31 +69,57 @@ impl Sim {
         let g = groups[usize::from(pick) % groups.len()];
         self.touched = Some(g);
         let live = &self.groups[g as usize].live;
-        let job = match kind {
-            ColdKind::Flush => {
-                let plans = live.plan_flush(&self.setup.cold.flush);
-                if plans.is_empty() {
-                    return Ok(());
-                }
-                let packs = write_flush(&self.cold_dir, g, &plans).map_err(io("write flush"))?;
-                let outputs: Vec<String> = packs.iter().map(|p| p.file.clone()).collect();
-                for file in &outputs {
-                    self.damaged.remove(file);
+        let config = self.cold_config();
+        let run = match kind {
+            ColdKind::Flush => ColdRun::flush(live, &config, true),
+            ColdKind::Compact => ColdRun::compact(live, &config),
+            ColdKind::Gc => ColdRun::gc(live, self.now),
+        };
+        let Some(run) = run else { return Ok(()) };
+        if let Some((after, fault)) = fault {
+            self.packs.arm(after, fault);
+        }
+        self.cores[c].cold_job = Some(PackJob { run, barrier: None });
+        self.cold_step(c)
+    }
+
+    /// Performs core `c`'s job's next step, the way the runtime's cold
+    /// worker does (`runtime/cold.rs`): a barrier holds until the group's
+    /// log is durable through its last entry at the time the barrier was
+    /// reached.
+    pub(super) fn cold_step(&mut self, c: usize) -> Result<(), Fail> {
+        let Some(mut job) = self.cores[c].cold_job.take() else { return Ok(()) };
+        let g = job.run.group();
+        self.touched = Some(g);
+        if let Some(lsn) = job.barrier {
+            if self.cores[c].log.durable_lsn() >= lsn {
+                job.barrier = None;
+                job.run.barrier_passed();
+            }
+            self.cores[c].cold_job = Some(job);
+            return Ok(());
+        }
+        let step = job.run.next_step().map_err(|e| Fail::new("cold-job", e.to_string()))?;
+        let outcome = match step {
+            ColdStep::WriteFlush(plans) => write_flush(&*self.packs, g, &plans).map(|packs| {
+                for pack in &packs {
+                    self.damaged.remove(&pack.file);
                 }
                 self.stats.flushes += 1;
-                let commit = rill_shard::state::command::FlushCommit { packs };
-                ColdJob { group: g, step: JobStep::Commit(Op::FlushCommit(commit)), outputs }
-            }
-            ColdKind::Compact => {
-                let cold = &self.setup.cold;
-                let Some(plan) =
-                    live.plan_compaction(cold.compact_small, cold.compact_max_run).into_iter().next()
-                else {
-                    return Ok(());
-                };
-                let parts = match compaction_inputs(&self.store, live, &plan) {
-                    Ok(Some(parts)) => parts,
-                    Ok(None) => return Ok(()),
+                job.run.flush_written(packs);
+            }),
+            ColdStep::WriteCompaction(plan) => {
+                let live = &self.groups[g as usize].live;
+                match compaction_inputs(&self.store, live, &plan) {
+                    Ok(None) => {
+                        job.run.compaction_written(&plan, None);
+                        Ok(())
+                    }
+                    Ok(Some(parts)) => write_compaction(&*self.packs, g, &plan, &parts).map(|output| {
+                        self.damaged.remove(&output.file);
+                        self.stats.compactions += 1;
+                        job.run.compaction_written(&plan, Some(output));
+                    }),
                     Err(e) => {
                         // Only a damaged input may stop a compaction.
                         let inputs: Vec<&String> = plan.inputs.iter().map(|(_, _, f)| f).collect();
@@ -82,56 +128,51 @@ impl Sim {
                             format!("reading inputs {inputs:?} failed: {e}")
                         })?;
                         self.stats.cold_corruptions_detected += 1;
-                        return Ok(());
+                        Err(e)
                     }
-                };
-                let output =
-                    write_compaction(&self.cold_dir, g, &plan, &parts).map_err(io("write compaction"))?;
-                self.damaged.remove(&output.file);
-                let outputs = vec![output.file.clone()];
-                let grace = std::time::Duration::from_millis(cold.grace_ms);
-                let commit = compaction_commit(&plan, output, grace);
-                self.stats.compactions += 1;
-                ColdJob { group: g, step: JobStep::Commit(Op::CompactCommit(commit)), outputs }
-            }
-            ColdKind::Gc => {
-                let due = live.gc_due(self.now);
-                if due.is_empty() {
-                    return Ok(());
                 }
+            }
+            ColdStep::Barrier => {
                 let lsn = self.groups[g as usize].pending.back().map_or(0, |p| p.lsn);
-                ColdJob { group: g, step: JobStep::Remove { due, lsn }, outputs: Vec::new() }
-            }
-        };
-        self.cores[c].cold_job = Some(job);
-        Ok(())
-    }
-
-    /// Moves core `c`'s job one step on.
-    pub(super) fn cold_step(&mut self, c: usize) -> Result<(), Fail> {
-        let Some(job) = self.cores[c].cold_job.take() else { return Ok(()) };
-        self.touched = Some(job.group);
-        match job.step {
-            JobStep::Commit(op) => self.command_in(job.group, op, None),
-            JobStep::Remove { due, lsn } => {
-                let durable = self.cores[c].log.durable_lsn() >= lsn;
-                if !durable && !planted::active(Bug::GcBeforeDurable) {
-                    self.cores[c].cold_job = Some(ColdJob { step: JobStep::Remove { due, lsn }, ..job });
-                    return Ok(());
-                }
-                let files: Vec<String> = due.iter().map(|(_, f)| f.clone()).collect();
-                for file in &files {
-                    self.store.forget(file);
-                    self.damaged.remove(file);
-                }
-                remove_files(&self.cold_dir, &files).map_err(io("remove"))?;
-                self.stats.files_removed += files.len() as u64;
-                let seqs = due.iter().map(|(s, _)| *s).collect();
-                let step = JobStep::Commit(Op::GcAck { seqs });
-                self.cores[c].cold_job = Some(ColdJob { step, ..job });
+                job.barrier = Some(lsn);
                 Ok(())
             }
+            ColdStep::Remove(files) => {
+                for file in &files {
+                    self.store.forget(file);
+                }
+                let removed = remove_files(&*self.packs, &files);
+                if removed.is_ok() {
+                    for file in &files {
+                        self.damaged.remove(file);
+                    }
+                    self.stats.files_removed += files.len() as u64;
+                    job.run.removed();
+                }
+                removed
+            }
+            ColdStep::Commit(op) => {
+                self.command_in(g, op, None)?;
+                job.run.committed();
+                Ok(())
+            }
+            ColdStep::Done => return Ok(()),
+        };
+        match outcome {
+            Ok(()) => self.cores[c].cold_job = Some(job),
+            Err(e) => {
+                // The runtime's driver abandons the job and removes what a
+                // failed write left (best effort).
+                ensure(self.packs.faults() > 0 || e.code() == ErrorCode::Corrupted, "cold-io", || {
+                    format!("a cold step failed without an injected fault: {e}")
+                })?;
+                let cleanup = job.run.cleanup_after_failure();
+                if remove_files(&*self.packs, &cleanup).is_err() {
+                    self.leftovers.extend(cleanup);
+                }
+            }
         }
+        Ok(())
     }
 
     /// Purges a bucket in every group, as `Engine::purge_bucket` does.
@@ -176,13 +217,14 @@ impl Sim {
     /// bucket each belongs to, plus the files jobs in flight wrote.
     fn expected_files(&self) -> (Vec<(String, String)>, BTreeSet<String>) {
         let referenced = self.groups.iter().flat_map(|g| g.model_live.files()).collect();
-        let in_flight = self.cores.iter().filter_map(|c| c.cold_job.as_ref()).flat_map(|j| j.outputs.clone());
-        (referenced, in_flight.collect())
+        let in_flight =
+            self.cores.iter().filter_map(|c| c.cold_job.as_ref()).flat_map(|j| j.run.uncommitted_files());
+        (referenced, in_flight.cloned().chain(self.leftovers.iter().cloned()).collect())
     }
 
     /// Pack files on disk against the groups (see the module comment).
     pub(super) fn check_files(&mut self) -> Result<(), Fail> {
-        let on_disk = list(&self.cold_dir)?;
+        let on_disk = list(self.packs.path())?;
         let (referenced, in_flight) = self.expected_files();
         let known: BTreeSet<&String> = referenced.iter().map(|(f, _)| f).chain(in_flight.iter()).collect();
         for file in &on_disk {
@@ -198,7 +240,7 @@ impl Sim {
                 if self.damaged.contains(&pack.file) {
                     continue;
                 }
-                let reader = rill_cold::PackReader::open(&self.cold_dir.join(&pack.file))
+                let reader = rill_cold::PackReader::open(&self.packs.path().join(&pack.file))
                     .map_err(|e| Fail::new("cold-files", format!("{}: {e}", pack.file)))?;
                 reader.verify_all().map_err(|e| Fail::new("cold-files", format!("{}: {e}", pack.file)))?;
                 ensure(reader.bucket() == pack.bucket, "cold-files", || {
@@ -228,7 +270,7 @@ impl Sim {
             .collect();
         for bucket in erased {
             for file in on_disk.iter().filter(|f| !self.damaged.contains(*f)) {
-                let reader = rill_cold::PackReader::open(&self.cold_dir.join(file))
+                let reader = rill_cold::PackReader::open(&self.packs.path().join(file))
                     .map_err(|e| Fail::new("cold-files", format!("{file}: {e}")))?;
                 ensure(reader.bucket() != bucket, "erasure", || {
                     format!("{file} still holds bytes of purged bucket {bucket:?}")
@@ -243,11 +285,11 @@ impl Sim {
     /// Damages one byte of a pack file on disk; returns false when there is
     /// none.
     pub(super) fn damage_pack(&mut self, rng: &mut crate::rng::Rng) -> Result<bool, Fail> {
-        let files = list(&self.cold_dir)?;
+        let files = list(self.packs.path())?;
         let Some(file) = files.iter().nth(rng.index(files.len().max(1))).cloned() else { return Ok(false) };
-        let path = self.cold_dir.join(&file);
+        let path = self.packs.path().join(&file);
         let scratch = |e: std::io::Error| Fail::new("scratch", e.to_string());
-        let mut bytes = std::fs::read(&path).map_err(scratch)?;
+        let bytes = std::fs::read(&path).map_err(scratch)?;
         if bytes.is_empty() {
             return Ok(false);
         }
@@ -259,8 +301,9 @@ impl Sim {
             Some(meta) if rng.chance(1, 2) => meta.data_offset as usize + rng.index(meta.len as usize),
             _ => rng.index(bytes.len()),
         };
-        bytes[at] ^= rng.range(1, 255) as u8;
-        std::fs::write(&path, &bytes).map_err(scratch)?;
+        if !self.packs.damage(&file, at, rng.range(1, 255) as u8) {
+            return Ok(false);
+        }
         self.store.forget(&file);
         self.damaged.insert(file);
         self.stats.packs_damaged += 1;
@@ -272,12 +315,13 @@ impl Sim {
         &mut self,
         states: &[rill_shard::state::group::GroupState],
     ) -> Result<(), Fail> {
-        let removed = rill_shard::packs::remove_orphan_packs(&self.cold_dir, states)
+        let removed = rill_shard::packs::remove_orphan_packs(&*self.packs, states)
             .map_err(|e| Fail::new("cold-io", format!("orphan sweep: {e}")))?;
         self.stats.orphans_swept += removed as u64;
-        let on_disk = list(&self.cold_dir)?;
+        let on_disk = list(self.packs.path())?;
         self.damaged.retain(|f| on_disk.contains(f));
-        self.store = rill_shard::packs::ColdStore::new(self.cold_dir.clone(), 1 << 20);
+        self.leftovers.clear();
+        self.store = rill_shard::packs::ColdStore::new(self.packs.clone(), 1 << 20);
         Ok(())
     }
 }

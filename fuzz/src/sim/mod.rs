@@ -27,6 +27,7 @@
 pub mod checks;
 pub mod cold;
 pub mod device;
+pub mod packs;
 pub mod plan;
 pub mod restart;
 pub mod shrink;
@@ -103,6 +104,9 @@ pub struct Stats {
     pub packs_damaged: u64,
     pub cold_corruptions_detected: u64,
     pub orphans_swept: u64,
+    /// Pack-directory faults delivered, and packs a power failure tore.
+    pub pack_faults: u64,
+    pub packs_torn: u64,
 }
 
 impl Stats {
@@ -133,6 +137,8 @@ impl Stats {
             (&mut self.packs_damaged, other.packs_damaged),
             (&mut self.cold_corruptions_detected, other.cold_corruptions_detected),
             (&mut self.orphans_swept, other.orphans_swept),
+            (&mut self.pack_faults, other.pack_faults),
+            (&mut self.packs_torn, other.packs_torn),
         ];
         for (mine, theirs) in pairs {
             *mine += theirs;
@@ -148,7 +154,8 @@ impl fmt::Display for Stats {
              bytes), {} device faults, \
              {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused), \
              {} retries, unacked kept/dropped {}/{}; cold: {} flushes, {} compactions, {} files removed, \
-             {} purges ({} buckets erased), {} packs damaged, {} damaged reads refused, {} orphans swept",
+             {} purges ({} buckets erased), {} packs damaged, {} damaged reads refused, {} orphans swept, \
+             {} pack faults, {} packs torn",
             self.steps,
             self.commands,
             self.mutations,
@@ -173,7 +180,9 @@ impl fmt::Display for Stats {
             self.buckets_erased,
             self.packs_damaged,
             self.cold_corruptions_detected,
-            self.orphans_swept
+            self.orphans_swept,
+            self.pack_faults,
+            self.packs_torn
         )
     }
 }
@@ -378,6 +387,7 @@ impl Sim {
             self.check_group(g, Depth::Views)?;
         }
         self.stats.cold_corruptions_detected += self.corrupt_reads.take();
+        self.stats.pack_faults = self.packs.faults();
         Ok(())
     }
 

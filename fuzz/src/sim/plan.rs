@@ -13,6 +13,7 @@
 use rill_shard::state::group::{FlushLimits, GroupLimits};
 use rill_shard::StreamId;
 
+use super::packs::PackFault;
 use crate::rng::Rng;
 
 pub const BUCKETS: [&str; 3] = ["a", "b", "c"];
@@ -222,6 +223,9 @@ pub enum SimOp {
         core: usize,
         group: u8,
         kind: ColdKind,
+        /// A fault for the pack directory's operation this many operations
+        /// on.
+        fault: Option<(u8, PackFault)>,
     },
     /// A core's cold job moves on: a GC waits until the commands that
     /// queued its files are durable, then removes them; a written pack or
@@ -515,6 +519,13 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
                 1 => ColdKind::Gc,
                 _ => ColdKind::Compact,
             },
+            fault: rng.chance(mix.fault_permille, 1000).then(|| {
+                let fault = match rng.below(2) {
+                    0 => PackFault::Fail,
+                    _ => PackFault::Torn { keep_permille: rng.below(1000) as u16 },
+                };
+                (rng.below(8) as u8, fault)
+            }),
         },
         18 => SimOp::ColdStep { core },
         19 => SimOp::Purge { bucket: rng.below(BUCKETS.len() as u64) as u8 },

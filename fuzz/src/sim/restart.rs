@@ -11,9 +11,11 @@
 //! that do appear replay to the same state the live machine had. Producer
 //! requests whose entries did not survive go to the clients' retry list.
 //!
-//! Pack files survive as they are (they are synced before any commit names
-//! them); after recovery the real orphan sweep removes the ones no
-//! recovered group references.
+//! Pack files go through the simulated pack directory: a process crash
+//! keeps them as they are, a power failure keeps what was synced (a pack
+//! renamed into place without its data synced comes back torn, an unsynced
+//! rename or removal is undone); after recovery the real orphan sweep
+//! removes the files no recovered group references.
 //!
 //! With `corrupt`, one byte of the surviving files is damaged first, away
 //! from the one place where damage is indistinguishable from a torn write
@@ -57,6 +59,12 @@ impl Sim {
             if !power_loss || rng.chance(1, 2) {
                 checkpoints.insert(g, bytes);
             }
+        }
+        if power_loss {
+            let scratch = |e: std::io::Error| Fail::new("scratch", e.to_string());
+            self.stats.packs_torn += self.packs.power_loss(&mut rng).map_err(scratch)?;
+        } else {
+            self.packs.crash();
         }
         for core in self.cores.drain(..) {
             core.stop();

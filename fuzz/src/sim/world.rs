@@ -16,15 +16,18 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::FutureExt;
 use rill_shard::packs::ColdStore;
 use rill_shard::planted::{self, Bug};
+use rill_shard::protocol::checkpoint::{CheckpointRun, CheckpointStep};
+use rill_shard::protocol::cold::ColdRun;
+use rill_shard::protocol::mutation::{admit_and_apply, Mutation};
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
-use rill_shard::state::command::{Command, Op};
+use rill_shard::state::command::{Applied, Command, Op};
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::device::WalDir;
 use rill_shard::wal::log::{EntryBody, LogEntry, LogStore};
@@ -32,24 +35,31 @@ use rill_shard::wal::{WalConfig, WalLog};
 use rill_shard::StreamId;
 
 use super::device::SimDir;
+use super::packs::SimPackDir;
 use super::plan::{At, EpochPick, Life, Prod, SeqPick, Setup, SimOp, ATTRS, CONTENT_TYPES, PRODUCERS};
 use super::{ensure, guard, yields, Fail, Stats};
 use crate::model::Model;
 use crate::observe::observe;
 
-/// A core's checkpoint in progress (`shard/src/core/checkpoint.rs`).
-pub(super) enum Ckpt {
-    /// The cut is chosen; waiting until the log made it durable.
-    Wait { cut: u64 },
-    /// Writing the snapshot of each group that changed, one per phase.
-    Write { cut: u64, todo: VecDeque<u32> },
-    /// Every snapshot is renamed into place; the directory sync is next.
-    DirSync { cut: u64 },
-    /// Waiting for the log to retire the segments at or below the cut.
-    Retire { cut: u64, task: glommio::task::JoinHandle<()>, done: Rc<Cell<Option<bool>>> },
+/// A core's checkpoint in progress: the real run (`protocol/checkpoint.rs`)
+/// and, once it asked to retire the log, the task doing so.
+pub(super) struct Ckpt {
+    pub run: CheckpointRun,
+    pub retiring: Option<Retiring>,
 }
 
-/// One core: its log, its device, its checkpoint.
+/// The task retiring a core's log for a checkpoint, and its outcome once
+/// it finished (`Some(true)`: retired).
+pub(super) type Retiring = (glommio::task::JoinHandle<()>, Rc<Cell<Option<bool>>>);
+
+/// A core's cold job in flight: the real job (`protocol/cold.rs`) and, while
+/// it waits at its durability barrier, the LSN the barrier waits for.
+pub(super) struct PackJob {
+    pub run: ColdRun,
+    pub barrier: Option<u64>,
+}
+
+/// One core: its log, its device, its checkpoint, its cold job.
 pub(super) struct Core {
     pub log: Rc<WalLog>,
     pub dir: SimDir,
@@ -58,7 +68,7 @@ pub(super) struct Core {
     /// log) and the machine restart.
     pub submit_failed: bool,
     /// The cold worker's job in flight.
-    pub cold_job: Option<ColdJob>,
+    pub cold_job: Option<PackJob>,
 }
 
 impl Core {
@@ -72,28 +82,10 @@ impl Core {
 
     /// Stops the core's checkpoint task (its log stops when dropped).
     pub fn stop(self) {
-        if let Some(Ckpt::Retire { task, .. }) = self.checkpoint {
+        if let Some(Ckpt { retiring: Some((task, _)), .. }) = self.checkpoint {
             task.cancel();
         }
     }
-}
-
-/// A cold job in flight on a core.
-#[derive(Clone, Debug)]
-pub(super) struct ColdJob {
-    pub group: u32,
-    pub step: JobStep,
-    /// Pack files the job wrote that no commit names yet.
-    pub outputs: Vec<String>,
-}
-
-#[derive(Clone, Debug)]
-pub(super) enum JobStep {
-    /// Commit this through the group's log.
-    Commit(Op),
-    /// Remove these files once the group's log is durable through `lsn`,
-    /// then acknowledge them.
-    Remove { due: Vec<(u64, String)>, lsn: u64 },
 }
 
 /// A logged entry, as the oracle remembers it.
@@ -148,9 +140,13 @@ pub(super) struct Sim {
     pub scratch: tempfile::TempDir,
     /// The group the current step touched, for the per-step check.
     pub touched: Option<u32>,
-    /// Pack files (they survive crashes: written and synced before use).
-    pub cold_dir: PathBuf,
+    /// The pack directory (the simulated twin of the runtime's) and the
+    /// store reads go through.
+    pub packs: Arc<SimPackDir>,
     pub store: ColdStore,
+    /// Files a failed cold job may have left that its cleanup could not
+    /// remove; the next restart's orphan sweep does.
+    pub leftovers: BTreeSet<String>,
     /// Pack files damaged on purpose and still on disk.
     pub damaged: BTreeSet<String>,
     /// Buckets purged whose erasure is not confirmed yet.
@@ -206,8 +202,7 @@ impl Sim {
             .collect();
         let cores = (0..setup.cores).map(|c| Core::start(c, &setup)).collect();
         let scratch = crate::targets::scratch_dir();
-        let cold_dir = scratch.path().join("cold");
-        std::fs::create_dir_all(&cold_dir).expect("a cold directory in scratch space");
+        let packs = Arc::new(SimPackDir::new(scratch.path().join("cold")));
         Sim {
             setup,
             seed,
@@ -220,8 +215,9 @@ impl Sim {
             stats: Stats::default(),
             scratch,
             touched: None,
-            store: ColdStore::new(cold_dir.clone(), 1 << 20),
-            cold_dir,
+            store: ColdStore::new(packs.clone(), 1 << 20),
+            packs,
+            leftovers: BTreeSet::new(),
             damaged: BTreeSet::new(),
             purged: BTreeSet::new(),
             corrupt_reads: Cell::new(0),
@@ -417,8 +413,8 @@ impl Sim {
                     yields(2).await;
                 }
             }
-            SimOp::ColdStart { core, group, kind } => {
-                self.cold_start(*core % self.cores.len(), *group, *kind)?
+            SimOp::ColdStart { core, group, kind, fault } => {
+                self.cold_start(*core % self.cores.len(), *group, *kind, *fault)?
             }
             SimOp::ColdStep { core } => self.cold_step(*core % self.cores.len())?,
             SimOp::Purge { bucket } => self.purge(*bucket)?,
@@ -481,10 +477,12 @@ impl Sim {
         self.stats.commands += 1;
         let cmd = Command { now_ms: self.now, op };
         let group = &mut self.groups[g as usize];
-        let real = guard("apply", || {
-            let mut effects = Vec::new();
-            let applied = group.live.apply(&cmd, &mut effects);
-            observe(&applied, effects)
+        // The runtime's own admission and apply step; the simulation does
+        // not bound uncommitted bytes.
+        let real = guard("apply", || match admit_and_apply(&mut group.live, &cmd, 0, u64::MAX) {
+            Mutation::Refused(err) => observe(&Applied { result: Err(err), mutated: false }, Vec::new()),
+            Mutation::Unchanged(result) => observe(&Applied { result, mutated: false }, Vec::new()),
+            Mutation::Logged { result, effects, .. } => observe(&Applied { result, mutated: true }, effects),
         })?;
         let model = group.model_live.apply(&cmd);
         ensure(real == model, "reply", || {
@@ -595,33 +593,46 @@ impl Sim {
         Ok(())
     }
 
-    /// Advances core `c`'s checkpoint by one phase.
+    /// Advances core `c`'s checkpoint by one step of the real protocol.
     fn checkpoint_phase(&mut self, c: usize) -> Result<(), Fail> {
-        let next = match self.cores[c].checkpoint.take() {
-            None => Some(Ckpt::Wait { cut: self.cores[c].log.last_lsn() }),
-            Some(Ckpt::Wait { cut }) if self.cores[c].log.durable_lsn() >= cut => {
-                let todo = self
-                    .groups_of_core(c)
-                    .into_iter()
-                    .filter(|g| {
-                        let group = &self.groups[*g as usize];
-                        group.live.commit_index() != group.checkpointed_index
-                    })
-                    .collect();
-                Some(Ckpt::Write { cut, todo })
-            }
-            Some(Ckpt::Write { cut, mut todo }) => match todo.pop_front() {
-                Some(g) => {
-                    let group = &mut self.groups[g as usize];
-                    self.checkpoints.renamed.insert(g, group.live.encode_snapshot());
-                    group.checkpointed_index = group.live.commit_index();
-                    Some(Ckpt::Write { cut, todo })
+        let mut ckpt = match self.cores[c].checkpoint.take() {
+            Some(ckpt) => ckpt,
+            None => Ckpt { run: CheckpointRun::new(self.cores[c].log.last_lsn()), retiring: None },
+        };
+        if let Some((task, done)) = ckpt.retiring.take() {
+            match done.get() {
+                None => ckpt.retiring = Some((task, done)),
+                Some(ok) => {
+                    self.stats.checkpoints += u64::from(ok);
+                    if ok {
+                        self.check_retired(c, ckpt.run.cut())?;
+                    }
+                    return Ok(()); // the run is over
                 }
-                None => Some(Ckpt::DirSync { cut }),
-            },
-            Some(Ckpt::DirSync { cut }) => {
+            }
+            self.cores[c].checkpoint = Some(ckpt);
+            return Ok(());
+        }
+        let durable = self.cores[c].log.durable_lsn();
+        let changed = || {
+            let moved = |g: &u32| {
+                let group = &self.groups[*g as usize];
+                group.live.commit_index() != group.checkpointed_index
+            };
+            self.groups_of_core(c).into_iter().filter(moved).collect()
+        };
+        match ckpt.run.next(durable, changed) {
+            CheckpointStep::WaitDurable(_) => {}
+            CheckpointStep::Write(g) => {
+                let group = &mut self.groups[g as usize];
+                self.checkpoints.renamed.insert(g, group.live.encode_snapshot());
+                group.checkpointed_index = group.live.commit_index();
+            }
+            CheckpointStep::SyncDir => {
                 let renamed = std::mem::take(&mut self.checkpoints.renamed);
                 self.checkpoints.durable.extend(renamed);
+            }
+            CheckpointStep::Retire(cut) => {
                 let log = self.cores[c].log.clone();
                 let done = Rc::new(Cell::new(None));
                 let flag = done.clone();
@@ -629,21 +640,11 @@ impl Sim {
                     flag.set(Some(log.retire_through(cut).await.is_ok()));
                 })
                 .detach();
-                Some(Ckpt::Retire { cut, task, done })
+                ckpt.retiring = Some((task, done));
             }
-            Some(Ckpt::Retire { cut, task, done }) => match done.get() {
-                None => Some(Ckpt::Retire { cut, task, done }),
-                Some(ok) => {
-                    self.stats.checkpoints += u64::from(ok);
-                    if ok {
-                        self.check_retired(c, cut)?;
-                    }
-                    None
-                }
-            },
-            waiting => waiting,
-        };
-        self.cores[c].checkpoint = next;
+            CheckpointStep::Done => return Ok(()),
+        }
+        self.cores[c].checkpoint = Some(ckpt);
         Ok(())
     }
 

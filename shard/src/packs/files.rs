@@ -12,25 +12,38 @@
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::HashSet;
 use std::path::Path;
-use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{cold_error, ColdStore};
+use super::{cold_error, ColdStore, PackDir};
 use crate::error::{Error, Result};
-use crate::state::command::{CompactCommit, PackCommit};
+use crate::planted::{self, Bug};
+use crate::state::command::PackCommit;
 use crate::state::group::{ColdPiece, CompactPlan, GroupState, PackPlan};
 
-/// Removes files (missing ones are fine) and syncs the directory.
-pub fn remove_files(dir: &Path, files: &[String]) -> Result<()> {
-    for file in files {
-        match std::fs::remove_file(dir.join(file)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove pack file", &e)),
-        }
+/// Suffix of a pack being written (never opened by readers; swept at open).
+pub const TMP_SUFFIX: &str = ".tmp";
+
+/// Publishes `bytes` as pack `name`: written to `<name>.tmp`, synced,
+/// renamed into place and the directory synced, so the pack is either
+/// absent or whole under its final name. A failure leaves at most the
+/// temporary file, which the next open sweeps away.
+pub fn publish_pack(dir: &dyn PackDir, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp = format!("{name}{TMP_SUFFIX}");
+    dir.write(&tmp, bytes)?;
+    if !planted::active(Bug::SkipPackSync) {
+        dir.sync_file(&tmp)?;
     }
-    rill_cold::sync_dir(dir).map_err(cold_error)
+    dir.rename(&tmp, name)?;
+    dir.sync()
+}
+
+/// Removes files (missing ones are fine) and syncs the directory.
+pub fn remove_files(dir: &dyn PackDir, files: &[String]) -> Result<()> {
+    for file in files {
+        dir.remove(file)?;
+    }
+    dir.sync()
 }
 
 /// Checks that every pack file a group state's chunks name is in `dir`
@@ -90,17 +103,9 @@ pub fn check_pack_files(dir: &Path, state: &GroupState) -> Result<()> {
 /// Removes the pack files in `dir` that no group of `states` references:
 /// flushes and compactions written but never committed before a crash,
 /// and their temporary files. Returns how many it removed.
-pub fn remove_orphan_packs(dir: &Path, states: &[GroupState]) -> Result<usize> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create cold directory", &e))?;
+pub fn remove_orphan_packs(dir: &dyn PackDir, states: &[GroupState]) -> Result<usize> {
     let referenced: HashSet<String> = states.iter().flat_map(|s| s.referenced_files()).collect();
-    let mut orphans = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list cold directory", &e))? {
-        let entry = entry.map_err(|e| Error::io("list cold directory", &e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !referenced.contains(&name) {
-            orphans.push(name);
-        }
-    }
+    let orphans: Vec<String> = dir.list()?.into_iter().filter(|name| !referenced.contains(name)).collect();
     if !orphans.is_empty() {
         remove_files(dir, &orphans)?;
     }
@@ -110,12 +115,12 @@ pub fn remove_orphan_packs(dir: &Path, states: &[GroupState]) -> Result<usize> {
 /// Writes the packs of a flush plan into `dir` (replacing what an earlier,
 /// never committed attempt may have left under the same names) and
 /// returns their commits.
-pub fn write_flush(dir: &Path, group: u32, plans: &[PackPlan]) -> Result<Vec<PackCommit>> {
+pub fn write_flush(dir: &dyn PackDir, group: u32, plans: &[PackPlan]) -> Result<Vec<PackCommit>> {
     let mut packs = Vec::with_capacity(plans.len());
     for plan in plans {
         // A file named after this plan's commit index can only be left over
         // from an earlier attempt that never committed.
-        rill_cold::remove_pack(dir, &plan.file).map_err(cold_error)?;
+        dir.remove(&plan.file)?;
         let parts: Vec<Vec<&[u8]>> =
             plan.slices.iter().map(|s| s.records.iter().map(|(_, b)| &b[..]).collect()).collect();
         let specs: Vec<rill_cold::SliceSpec<'_>> = plan
@@ -129,9 +134,9 @@ pub fn write_flush(dir: &Path, group: u32, plans: &[PackPlan]) -> Result<Vec<Pac
                 parts,
             })
             .collect();
-        let summary = rill_cold::write_pack(dir, &plan.file, group, plan.pack_id, &plan.bucket, &specs)
-            .map_err(cold_error)?;
-        packs.push(plan.commit(summary.bytes));
+        let bytes = rill_cold::encode_pack(group, plan.pack_id, &plan.bucket, &specs).map_err(cold_error)?;
+        publish_pack(dir, &plan.file, &bytes)?;
+        packs.push(plan.commit(bytes.len() as u64));
     }
     Ok(packs)
 }
@@ -155,8 +160,13 @@ pub fn compaction_inputs(
 
 /// Writes a compaction's output pack (one slice: the inputs' bytes in
 /// order) and returns its commit.
-pub fn write_compaction(dir: &Path, group: u32, plan: &CompactPlan, parts: &[Bytes]) -> Result<PackCommit> {
-    rill_cold::remove_pack(dir, &plan.file).map_err(cold_error)?;
+pub fn write_compaction(
+    dir: &dyn PackDir,
+    group: u32,
+    plan: &CompactPlan,
+    parts: &[Bytes],
+) -> Result<PackCommit> {
+    dir.remove(&plan.file)?;
     let refs: Vec<&[u8]> = parts.iter().map(|b| &b[..]).collect();
     let slice = rill_cold::SliceSpec {
         stream: plan.stream.stream(),
@@ -165,26 +175,13 @@ pub fn write_compaction(dir: &Path, group: u32, plan: &CompactPlan, parts: &[Byt
         parts: &refs,
     };
     let bucket = plan.stream.bucket();
-    let summary =
-        rill_cold::write_pack(dir, &plan.file, group, plan.pack_id, bucket, &[slice]).map_err(cold_error)?;
+    let bytes = rill_cold::encode_pack(group, plan.pack_id, bucket, &[slice]).map_err(cold_error)?;
+    publish_pack(dir, &plan.file, &bytes)?;
     Ok(PackCommit {
         pack_id: plan.pack_id,
         bucket: bucket.to_string(),
         file: plan.file.clone(),
-        bytes: summary.bytes,
+        bytes: bytes.len() as u64,
         slices: Vec::new(),
     })
-}
-
-/// The commit of a written compaction.
-pub fn compaction_commit(plan: &CompactPlan, output: PackCommit, grace: Duration) -> CompactCommit {
-    CompactCommit {
-        stream: plan.stream.clone(),
-        incarnation: plan.incarnation,
-        start: plan.start,
-        end: plan.end,
-        inputs: plan.inputs.iter().map(|(p, s, _)| (*p, *s)).collect(),
-        output,
-        grace_ms: grace.as_millis() as u64,
-    }
 }

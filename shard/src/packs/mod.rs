@@ -9,9 +9,11 @@
 //! slice's checksum before handing out its bytes, so a damaged file is
 //! `Corrupted`, never garbage.
 
+pub mod dir;
 pub mod files;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -19,9 +21,10 @@ use crate::error::Result;
 use crate::error::{Error, ErrorKind};
 use crate::state::group::ColdPiece;
 
+pub use self::dir::{FsPackDir, PackDir};
 pub use self::files::{
-    check_pack_files, compaction_commit, compaction_inputs, remove_files, remove_orphan_packs,
-    write_compaction, write_flush,
+    check_pack_files, compaction_inputs, publish_pack, remove_files, remove_orphan_packs, write_compaction,
+    write_flush,
 };
 
 /// Directory holding the pack files.
@@ -38,25 +41,33 @@ pub(crate) fn cold_error(err: rill_cold::ColdError) -> Error {
     }
 }
 
-/// The per-core pack reader cache.
+/// The per-core pack store: the pack directory and the cache of mapped
+/// packs that reads go through.
 pub struct ColdStore {
-    dir: PathBuf,
+    dir: Arc<dyn PackDir>,
     cache: rill_cold::PackCache,
 }
 
 impl std::fmt::Debug for ColdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ColdStore").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("ColdStore").field("dir", &self.dir.path()).finish_non_exhaustive()
     }
 }
 
 impl ColdStore {
-    pub fn new(dir: PathBuf, cache_bytes: u64) -> Self {
+    /// A store over `dir` mapping at most `cache_bytes` of packs at once.
+    pub fn new(dir: Arc<dyn PackDir>, cache_bytes: u64) -> Self {
         ColdStore { dir, cache: rill_cold::PackCache::new(cache_bytes) }
     }
 
+    /// The pack directory.
+    pub fn dir(&self) -> &Arc<dyn PackDir> {
+        &self.dir
+    }
+
+    /// Path of a pack file.
     pub fn path(&self, file: &str) -> PathBuf {
-        self.dir.join(file)
+        self.dir.path().join(file)
     }
 
     /// The bytes of one cold piece (checksum verified on first use).
@@ -73,6 +84,7 @@ impl ColdStore {
         Ok(slice.slice(from..to))
     }
 
+    /// Drops a file from the cache (before it is removed or replaced).
     pub fn forget(&self, file: &str) {
         self.cache.forget(&self.path(file));
     }

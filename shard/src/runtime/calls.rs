@@ -172,3 +172,18 @@ query!(SnapshotGroup, "snapshot_group", |_s| Request::SnapshotGroup, GroupSnapsh
 query!(InstallGroupSnapshot, "install_group_snapshot", |i| Request::InstallGroupSnapshot(i.0), u64,
     Reply::Installed { commit_index } => commit_index);
 query!(Barrier, "barrier", |_b| Request::Barrier, (), Reply::Done => ());
+
+/// Any mutation, answered with the raw response (the cold worker's commits).
+impl Call for Op {
+    type Output = Response;
+    const NAME: &'static str = "mutation";
+    fn into_request(self) -> Request {
+        Request::Mutate(self)
+    }
+    fn from_reply(reply: Reply) -> Option<Response> {
+        match reply {
+            Reply::Applied(r) => Some(r),
+            _ => None,
+        }
+    }
+}

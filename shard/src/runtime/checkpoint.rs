@@ -1,53 +1,21 @@
-//! Checkpoints on a core: write every changed group's snapshot, then let the
-//! WAL drop what the snapshots cover (SPEC §6, §7).
+//! Checkpoints on a core (SPEC §6, §7): the thin driver of a
+//! [`CheckpointRun`] (the protocol in `protocol/checkpoint.rs`), and the
+//! loop that starts one when the WAL has grown or the interval passed.
 //!
-//! A checkpoint notes the core's last submitted LSN (`cut`), waits until
-//! the WAL made everything up to it durable, writes the snapshot of each
-//! group whose commit index moved since its last checkpoint (a cheap clone
-//! taken on the core, encoded and written atomically on the blocking pool,
-//! one group at a time so memory stays bounded), syncs
-//! the checkpoint directory, and only then asks the WAL to retire segments
-//! at or below `cut`. A group may have applied entries beyond `cut` when it
-//! is snapshotted; their records stay in the WAL and recovery skips them by
-//! commit index. Checkpoints of one core never overlap.
+//! The driver waits on the log, writes each changed group's snapshot (a
+//! cheap clone taken on the core, encoded and written atomically on the
+//! blocking pool, one group at a time so memory stays bounded), syncs the
+//! checkpoint directory and retires the log, in the order the run asks.
+//! Checkpoints of one core never overlap (one lock).
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::Core;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::protocol::checkpoint::{CheckpointRun, CheckpointStep};
 use crate::wal::device::sync_dir;
 use crate::wal::recovery::write_checkpoint;
-
-/// When a core checkpoints (defined once; the engine's `Config` embeds it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckpointConfig {
-    /// Checkpoint at least this often while anything changed.
-    pub interval: Duration,
-    /// Checkpoint once a core's WAL keeps this many bytes.
-    pub wal_bytes: u64,
-    /// Checkpoint during a clean shutdown (so the next open replays nothing).
-    pub on_shutdown: bool,
-}
-
-impl Default for CheckpointConfig {
-    fn default() -> Self {
-        CheckpointConfig { interval: Duration::from_secs(60), wal_bytes: 256 << 20, on_shutdown: true }
-    }
-}
-
-impl CheckpointConfig {
-    /// Refuses settings a core could never run.
-    pub fn check(&self) -> Result<()> {
-        if self.interval.is_zero() {
-            return Err(Error::bad_request("checkpoint interval must be positive"));
-        }
-        if self.wal_bytes == 0 {
-            return Err(Error::bad_request("checkpoint wal_bytes must be positive"));
-        }
-        Ok(())
-    }
-}
 
 /// Runs one checkpoint of every group of the core.
 pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
@@ -57,38 +25,41 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
     let _one_at_a_time = core.checkpoint_lock.lock().await;
     let started = Instant::now();
     let log = core.commit.log();
-    let cut = log.last_lsn();
-    log.wait_durable(cut).await?;
-    let mut ids: Vec<u32> = core.groups.keys().copied().collect();
-    ids.sort_unstable();
-    let mut written = 0usize;
-    for id in ids {
-        let group = &core.groups[&id];
-        // A clone shares every payload (`Bytes` are reference counted), so
-        // it is cheap on the core; encoding and writing, which touch every
-        // byte, run on the blocking pool while the group keeps serving.
-        let state = {
-            let state = group.state.borrow();
-            if state.commit_index() == group.checkpointed_index.get() {
-                continue;
-            }
-            state.clone()
+    let mut run = CheckpointRun::new(log.last_lsn());
+    loop {
+        let changed = || {
+            let moved = |g: &&Rc<super::group_task::Group>| {
+                g.state.borrow().commit_index() != g.checkpointed_index.get()
+            };
+            core.groups.values().filter(moved).map(|g| g.id).collect()
         };
-        let index = state.commit_index();
-        let dir = core.checkpoint_dir.clone();
-        crate::local::blocking::run(move || write_checkpoint(&dir, id, &state.encode_snapshot())).await?;
-        group.checkpointed_index.set(index);
-        written += 1;
+        match run.next(log.durable_lsn(), changed) {
+            CheckpointStep::WaitDurable(lsn) => log.wait_durable(lsn).await?,
+            CheckpointStep::Write(id) => {
+                let group = &core.groups[&id];
+                // A clone shares every payload (`Bytes` are reference
+                // counted), so it is cheap on the core; encoding and writing,
+                // which touch every byte, run on the blocking pool while the
+                // group keeps serving.
+                let state = group.state.borrow().clone();
+                let index = state.commit_index();
+                let dir = core.checkpoint_dir.clone();
+                crate::local::blocking::run(move || write_checkpoint(&dir, id, &state.encode_snapshot()))
+                    .await?;
+                group.checkpointed_index.set(index);
+            }
+            CheckpointStep::SyncDir => {
+                let dir = core.checkpoint_dir.clone();
+                crate::local::blocking::run(move || sync_dir(&dir)).await?;
+            }
+            CheckpointStep::Retire(cut) => log.retire_through(cut).await?,
+            CheckpointStep::Done => break,
+        }
     }
-    if written > 0 {
-        let dir = core.checkpoint_dir.clone();
-        crate::local::blocking::run(move || sync_dir(&dir)).await?;
-    }
-    log.retire_through(cut).await?;
     tracing::debug!(
         core = core.id,
-        groups = written,
-        cut,
+        groups = run.written(),
+        cut = run.cut(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "checkpoint"
     );
@@ -98,12 +69,12 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
 /// Checkpoints whenever the WAL grows past its threshold or the interval
 /// passes.
 pub(crate) async fn checkpoint_loop(core: Rc<Core>) {
-    let Some(spec) = core.checkpoint.clone() else { return };
-    let tick = spec.interval.min(Duration::from_millis(20));
+    let Some(config) = core.checkpoint.clone() else { return };
+    let tick = config.interval.min(Duration::from_millis(20));
     let mut last = Instant::now();
     loop {
         glommio::timer::sleep(tick).await;
-        let due = core.commit.log().live_bytes() >= spec.wal_bytes || last.elapsed() >= spec.interval;
+        let due = core.commit.log().live_bytes() >= config.wal_bytes || last.elapsed() >= config.interval;
         if !due || core.stopping.get() {
             continue;
         }

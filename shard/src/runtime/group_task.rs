@@ -26,6 +26,7 @@ use super::waiters::{Waiter, WaiterId};
 use super::{Core, Queue};
 use crate::error::{Error, ErrorKind, Result};
 use crate::metrics::GroupMetrics;
+use crate::protocol::mutation::{admit_and_apply, Mutation};
 use crate::state::api::{GroupSnapshot, Read, ReadReply};
 use crate::state::command::{Command, Effect, Op, Response};
 use crate::state::group::GroupState;
@@ -193,39 +194,37 @@ impl Group {
         kind: LatencyKind,
     ) {
         let cmd = Command { now_ms, op };
-        let added = cmd.payload_len();
         let before = self.uncommitted.get();
         let limit = core.limits.max_uncommitted_bytes_per_group;
-        if added > 0 && before + added > limit {
-            self.metrics.backpressure_events.fetch_add(1, Relaxed);
-            core.metrics.uncommitted_backpressure_events.fetch_add(1, Relaxed);
-            let err =
-                ErrorKind::UncommittedBackpressure { group: self.id, before, after: before + added, limit };
-            // Admission reveals nothing of the group's state: fail fast.
-            let _ = tx.send(Err(err.into()));
-            return;
-        }
-        let mut effects = Vec::new();
-        let applied = self.state.borrow_mut().apply(&cmd, &mut effects);
-        if !applied.mutated {
-            if let Err(err) = &applied.result {
-                if err.code() == crate::ErrorCode::ColdBackpressure {
+        let decided = admit_and_apply(&mut self.state.borrow_mut(), &cmd, before, limit);
+        let (index, result, effects, added) = match decided {
+            Mutation::Refused(err) => {
+                self.metrics.backpressure_events.fetch_add(1, Relaxed);
+                core.metrics.uncommitted_backpressure_events.fetch_add(1, Relaxed);
+                // Admission reveals nothing of the group's state: fail fast.
+                let _ = tx.send(Err(err));
+                return;
+            }
+            Mutation::Unchanged(result) => {
+                if result.as_ref().is_err_and(|e| e.code() == crate::ErrorCode::ColdBackpressure) {
                     self.metrics.backpressure_events.fetch_add(1, Relaxed);
                     core.metrics.cold_backpressure_events.fetch_add(1, Relaxed);
                 }
+                self.answer(core, result.map(Reply::Applied), tx, sent_at, kind);
+                return;
             }
-            self.answer(core, applied.result.map(Reply::Applied), tx, sent_at, kind);
-            return;
-        }
-        self.account(core, &applied.result);
-        let index = self.state.borrow().commit_index();
+            Mutation::Logged { index, result, effects, payload_bytes } => {
+                (index, result, effects, payload_bytes)
+            }
+        };
+        self.account(core, &result);
         self.uncommitted.set(before + added);
         self.metrics.uncommitted_bytes.store(before + added, Relaxed);
         let entry = LogEntry { group: self.id, index, body: EntryBody::Command(&cmd) };
         match core.commit.submit(entry).await {
             Ok(lsn) => {
                 self.last_lsn.set(lsn);
-                let reply = PendingReply { tx, result: applied.result.map(Reply::Applied), sent_at, kind };
+                let reply = PendingReply { tx, result: result.map(Reply::Applied), sent_at, kind };
                 core.commit.after(
                     core,
                     Pending { lsn, group: self.id, reply: Some(reply), effects, uncommitted: added },
@@ -407,13 +406,13 @@ impl Group {
         };
         // The state may name pack files; they must be here, and be the ones
         // it names, before reads can be pointed at them.
-        let checked = match (&core.cold_spec, state.cold().packs.is_empty()) {
+        let checked = match (&core.cold_store, state.cold().packs.is_empty()) {
             (_, true) => Ok(state),
             (None, false) => {
                 Err(Error::bad_request("the snapshot names pack files and this engine has no cold tier"))
             }
-            (Some(_), false) => {
-                let dir = core.cold_dir.clone();
+            (Some(store), false) => {
+                let dir = store.dir().path().to_path_buf();
                 crate::local::blocking::run(move || {
                     crate::packs::check_pack_files(&dir, &state).map(|()| state)
                 })

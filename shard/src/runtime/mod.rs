@@ -41,14 +41,14 @@ use crate::state::command::Op;
 use crate::state::group::GroupState;
 use crate::wal::log::LogFactory;
 
-use self::checkpoint::CheckpointConfig;
-use self::cold::ColdConfig;
 use self::commit::Commit;
 use self::envelope::{Envelope, Mail, Request};
 use self::group_task::Group;
 use self::mailbox::MailboxReceiver;
 use self::waiters::Waiters;
-use crate::packs::ColdStore;
+use crate::packs::{ColdStore, PackDir};
+use crate::protocol::checkpoint::CheckpointConfig;
+use crate::protocol::cold::ColdConfig;
 
 /// Wall-clock milliseconds, injectable for tests and simulation.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -72,7 +72,7 @@ pub struct CoreSpec {
     /// The cold tier (None: everything stays hot).
     pub cold: Option<ColdConfig>,
     /// The pack-file directory.
-    pub cold_dir: PathBuf,
+    pub pack_dir: Arc<dyn PackDir>,
     pub metrics: Arc<CoreMetrics>,
     pub limits: Limits,
     pub log_factory: LogFactory,
@@ -102,8 +102,7 @@ pub struct Core {
     pub(crate) checkpoint: Option<CheckpointConfig>,
     pub(crate) checkpoint_dir: PathBuf,
     pub(crate) checkpoint_lock: futures::lock::Mutex<()>,
-    pub(crate) cold_spec: Option<ColdConfig>,
-    pub(crate) cold_dir: PathBuf,
+    pub(crate) cold_config: Option<ColdConfig>,
     pub(crate) cold_store: Option<Arc<ColdStore>>,
     pub(crate) cold_lock: futures::lock::Mutex<()>,
 }
@@ -136,15 +135,15 @@ pub async fn run_core(spec: CoreSpec) {
         groups,
         checkpoint: checkpoint_spec,
         checkpoint_dir,
-        cold: cold_spec,
-        cold_dir,
+        cold: cold_config,
+        pack_dir,
         metrics,
         limits,
         log_factory,
         mailbox,
         clock,
     } = spec;
-    let cold_store = cold_spec.as_ref().map(|c| Arc::new(ColdStore::new(cold_dir.clone(), c.cache_bytes)));
+    let cold_store = cold_config.as_ref().map(|c| Arc::new(ColdStore::new(pack_dir, c.cache_bytes)));
     let log = log_factory(core);
     let mut by_id = HashMap::new();
     for (state, group_metrics) in groups {
@@ -163,8 +162,7 @@ pub async fn run_core(spec: CoreSpec) {
         checkpoint: checkpoint_spec,
         checkpoint_dir,
         checkpoint_lock: futures::lock::Mutex::new(()),
-        cold_spec,
-        cold_dir,
+        cold_config,
         cold_store,
         cold_lock: futures::lock::Mutex::new(()),
     });

@@ -1,0 +1,92 @@
+//! The pack-directory seam: the few file operations the cold tier's
+//! writers make, behind a trait so a test or the simulation can put a
+//! fault-injecting twin in their place (as `wal::device` does for the log).
+//!
+//! Readers do not go through the seam: packs are immutable once published
+//! and are read through memory maps of the files under [`PackDir::path`].
+//! The semantics every implementation keeps are POSIX's: a write is durable
+//! only after [`PackDir::sync_file`], and a create, rename or removal only
+//! after [`PackDir::sync`] of the directory.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// A directory of pack files.
+pub trait PackDir: fmt::Debug + Send + Sync {
+    /// Where the files are (readers map them from here).
+    fn path(&self) -> &Path;
+    /// Creates `name` (replacing any file of that name) holding `bytes`.
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<()>;
+    /// Makes `name`'s data durable.
+    fn sync_file(&self, name: &str) -> Result<()>;
+    /// Renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &str, to: &str) -> Result<()>;
+    /// Removes `name`; returns whether it existed (a missing file is fine).
+    fn remove(&self, name: &str) -> Result<bool>;
+    /// Makes the directory's entries (creates, renames, removals) durable.
+    fn sync(&self) -> Result<()>;
+    /// The names of the files in the directory.
+    fn list(&self) -> Result<Vec<String>>;
+}
+
+/// The real pack directory, through `std::fs`.
+#[derive(Debug, Clone)]
+pub struct FsPackDir {
+    path: PathBuf,
+}
+
+impl FsPackDir {
+    /// The directory at `path`, created if missing.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self> {
+        let path = path.into();
+        fs::create_dir_all(&path).map_err(|e| Error::io("create cold directory", &e))?;
+        Ok(FsPackDir { path })
+    }
+}
+
+impl PackDir for FsPackDir {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let mut file = File::create(self.path.join(name)).map_err(|e| Error::io("create pack file", &e))?;
+        file.write_all(bytes).map_err(|e| Error::io("write pack file", &e))
+    }
+
+    fn sync_file(&self, name: &str) -> Result<()> {
+        let file = File::open(self.path.join(name)).map_err(|e| Error::io("open pack file", &e))?;
+        file.sync_all().map_err(|e| Error::io("fsync pack file", &e))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        fs::rename(self.path.join(from), self.path.join(to)).map_err(|e| Error::io("rename pack file", &e))
+    }
+
+    fn remove(&self, name: &str) -> Result<bool> {
+        match fs::remove_file(self.path.join(name)) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("remove pack file", &e)),
+        }
+    }
+
+    fn sync(&self) -> Result<()> {
+        let dir = File::open(&self.path).map_err(|e| Error::io("open cold directory", &e))?;
+        dir.sync_all().map_err(|e| Error::io("fsync cold directory", &e))
+    }
+
+    fn list(&self) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.path).map_err(|e| Error::io("list cold directory", &e))? {
+            let entry = entry.map_err(|e| Error::io("list cold directory", &e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+}
