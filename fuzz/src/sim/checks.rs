@@ -29,7 +29,7 @@ pub enum Depth {
     /// And every retained byte of every stream, read back in chunks.
     Bytes,
 }
-use super::{ensure, guard, Fail};
+use super::kit::{ensure, guard, Fail};
 use crate::model::Model;
 use crate::observe::Fault;
 

@@ -32,10 +32,10 @@ use rill_shard::state::group::{Piece, ReadPlan};
 use rill_shard::wal::log::LogStore;
 use rill_shard::ErrorCode;
 
+use super::kit::{ensure, Fail};
 use super::packs::PackFault;
 use super::plan::{ColdKind, BUCKETS};
 use super::world::{PackJob, Sim};
-use super::{ensure, Fail};
 
 impl Sim {
     /// The cold settings of this seed, as the runtime's `ColdConfig`.

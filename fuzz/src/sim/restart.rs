@@ -33,8 +33,8 @@ use rill_shard::wal::scan::scan_segment;
 use rill_shard::ErrorCode;
 
 use super::checks::Depth;
+use super::kit::{ensure, guard, yields, Fail};
 use super::world::{apply_entry, Core, Sim};
-use super::{ensure, guard, yields, Fail};
 use crate::rng::Rng;
 
 /// A damaged byte: file, position, original value.

@@ -35,9 +35,9 @@ use rill_shard::wal::{WalConfig, WalLog};
 use rill_shard::StreamId;
 
 use super::device::SimDir;
+use super::kit::{ensure, guard, yields, Fail, Stats};
 use super::packs::SimPackDir;
 use super::plan::{At, EpochPick, Life, Prod, SeqPick, Setup, SimOp, ATTRS, CONTENT_TYPES, PRODUCERS};
-use super::{ensure, guard, yields, Fail, Stats};
 use crate::model::Model;
 use crate::observe::observe;
 
