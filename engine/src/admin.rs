@@ -14,7 +14,7 @@ use rill_shard::runtime::envelope::Mail;
 use rill_shard::state::api::GroupSnapshot;
 use rill_shard::{Error, ErrorKind, Placement, Result};
 
-use crate::Engine;
+use crate::engine::Engine;
 
 /// What `purge_bucket` did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

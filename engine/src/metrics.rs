@@ -7,7 +7,7 @@
 
 use rill_shard::metrics::{empty_histogram, CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
 
-use crate::Engine;
+use crate::engine::Engine;
 
 /// A point-in-time copy of every counter.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
