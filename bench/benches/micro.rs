@@ -121,7 +121,7 @@ fn fresh_group(id: &StreamId) -> GroupState {
     let limits = GroupLimits { max_hot_bytes: u64::MAX, ..GroupLimits::default() };
     let mut group = GroupState::new(0, 1, limits);
     let mut effects = Vec::new();
-    let create = Command { now_ms: 1, op: Op::Create(Create::new(id.clone())) };
+    let create = Command { now_ms: 1, op: Op::from(Create::new(id.clone())) };
     group.apply(&create, &mut effects).result.expect("create applies");
     group
 }
@@ -131,7 +131,7 @@ fn apply_append(c: &mut Criterion) {
     let mut g = c.benchmark_group("apply");
     g.throughput(Throughput::Elements(1));
     for len in [16usize, 1024] {
-        let cmd = Command { now_ms: 2, op: Op::Append(Append::new(id.clone(), payload(len))) };
+        let cmd = Command { now_ms: 2, op: Op::from(Append::new(id.clone(), payload(len))) };
         g.bench_with_input(BenchmarkId::new("append", format!("{len}B")), &cmd, |b, cmd| {
             // A fresh group every 65 536 appends (outside the timed part)
             // keeps memory bounded however many iterations criterion asks.
@@ -261,7 +261,7 @@ impl Committer {
                     WalConfig { segment_bytes: 256 << 10, buffer_bytes: 8 << 20, ..WalConfig::default() };
                 let wal = WalLog::start(dir, 0, config);
                 let id = stream("wal");
-                let cmd = Command { now_ms: 1, op: Op::Append(Append::new(id, payload(body_len))) };
+                let cmd = Command { now_ms: 1, op: Op::from(Append::new(id, payload(body_len))) };
                 let mut index = 0u64;
                 // Blocking on the channel parks the executor, which is idle
                 // between requests (every commit has been waited for).
@@ -378,7 +378,7 @@ fn cold_read(c: &mut Criterion) {
 /// `len` bytes each, made by committing flush plans.
 fn cold_group(id: &StreamId, chunks: usize, records: usize, len: usize) -> GroupState {
     let mut group = fresh_group(id);
-    let append = Command { now_ms: 2, op: Op::Append(Append::new(id.clone(), payload(len))) };
+    let append = Command { now_ms: 2, op: Op::from(Append::new(id.clone(), payload(len))) };
     let limits = FlushLimits { max_flush_bytes: u64::MAX, max_batch_bytes: u64::MAX };
     let mut effects = Vec::new();
     for _ in 0..chunks {
@@ -443,7 +443,7 @@ fn lookup(c: &mut Criterion) {
 
     let records = 40_000usize;
     let mut hot = fresh_group(&id);
-    let append = Command { now_ms: 2, op: Op::Append(Append::new(id.clone(), payload(LEN))) };
+    let append = Command { now_ms: 2, op: Op::from(Append::new(id.clone(), payload(LEN))) };
     let mut effects = Vec::new();
     for _ in 0..records {
         effects.clear();

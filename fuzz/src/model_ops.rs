@@ -8,7 +8,7 @@
 //! index and the tests check the state separately.
 
 use rill_shard::error::ErrorCode;
-use rill_shard::state::api::{Append, AppendBatch, Close, Create, PublishSnapshot};
+use rill_shard::state::command::{Append, AppendBatch, Close, Create, PublishSnapshot};
 use rill_shard::state::command::{Command, Effect, Op};
 use rill_shard::StreamId;
 

@@ -7,7 +7,7 @@
 //! not taken from the real machine.
 
 use rill_shard::error::ErrorCode;
-use rill_shard::state::api::ProducerArgs;
+use rill_shard::state::command::Producer;
 
 use crate::model::{Model, ModelProducer, ModelStream, Recorded};
 use crate::observe::{Fault, Item};
@@ -32,7 +32,7 @@ impl Model {
     }
 
     /// The producer rules of SPEC §2, with the window as seq arithmetic.
-    pub(crate) fn judge(&self, stream: &ModelStream, p: &ProducerArgs) -> Result<Verdict, Fault> {
+    pub(crate) fn judge(&self, stream: &ModelStream, p: &Producer) -> Result<Verdict, Fault> {
         let Some(known) = stream.producers.get(&p.id) else {
             if p.seq == 0 {
                 return Ok(Verdict::Proceed);
@@ -59,12 +59,7 @@ impl Model {
     }
 
     /// Records an accepted producer request at the current commit index.
-    pub(crate) fn remember(
-        &self,
-        stream: &mut ModelStream,
-        p: &ProducerArgs,
-        items: Vec<Result<Item, Fault>>,
-    ) {
+    pub(crate) fn remember(&self, stream: &mut ModelStream, p: &Producer, items: Vec<Result<Item, Fault>>) {
         if !stream.producers.contains_key(&p.id) {
             let cap = self.limits.max_producers_per_stream.max(1);
             while stream.producers.len() >= cap {

@@ -335,7 +335,7 @@ pub fn built_commands(c: &mut Cursor<'_>) -> Vec<Command> {
                 if c.bool() {
                     create.ttl_s = Some(1 + u64::from(c.u8()));
                 }
-                Op::Create(create)
+                Op::from(create)
             }
             1 | 2 => {
                 let mut append = Append::new(id, Bytes::copy_from_slice(c.bytes(40)));
@@ -346,10 +346,10 @@ pub fn built_commands(c: &mut Cursor<'_>) -> Vec<Command> {
                         seq: u64::from(c.u8() % 4),
                     });
                 }
-                Op::Append(append)
+                Op::from(append)
             }
-            3 => Op::AppendBatch(AppendBatch::new(id, vec![Bytes::copy_from_slice(c.bytes(9)); 2])),
-            4 => Op::PublishSnapshot(PublishSnapshot::new(id, u64::from(c.u8() % 16), vec![c.u8()])),
+            3 => Op::from(AppendBatch::new(id, vec![Bytes::copy_from_slice(c.bytes(9)); 2])),
+            4 => Op::from(PublishSnapshot::new(id, u64::from(c.u8() % 16), vec![c.u8()])),
             _ => Op::AdvanceRetention { id, offset: u64::from(c.u8() % 16) },
         };
         out.push(Command { now_ms: now, op });

@@ -116,16 +116,16 @@ fn retention_evicts_flushed_records_one_by_one() {
     let id = rill_shard::StreamId::new("b", "s").unwrap();
     let run = |state: &mut GroupState, op: Op| state.apply(&Command { now_ms: 1, op }, &mut Vec::new());
     let mut hot = GroupState::new(0, 1, limits);
-    run(&mut hot, Op::Create(Create::new(id.clone())));
+    run(&mut hot, Op::from(Create::new(id.clone())));
     for payload in [&b"aaa"[..], b"bbb", b"ccc"] {
-        run(&mut hot, Op::Append(Append::new(id.clone(), Bytes::copy_from_slice(payload))));
+        run(&mut hot, Op::from(Append::new(id.clone(), Bytes::copy_from_slice(payload))));
     }
     let mut flushed = hot.clone();
     let plans = flushed.plan_flush(&FlushLimits { max_flush_bytes: 1 << 20, max_batch_bytes: 1 << 20 });
     let packs: Vec<PackCommit> = plans.iter().map(|plan| plan.commit(9)).collect();
     assert!(run(&mut flushed, Op::FlushCommit(FlushCommit { packs })).mutated);
     for state in [&mut hot, &mut flushed] {
-        run(state, Op::PublishSnapshot(PublishSnapshot::new(id.clone(), 7, Bytes::from_static(b"s"))));
+        run(state, Op::from(PublishSnapshot::new(id.clone(), 7, Bytes::from_static(b"s"))));
         run(state, Op::AdvanceRetention { id: id.clone(), offset: 7 });
     }
     let (hot, flushed) = (hot.head(&id, 1).unwrap(), flushed.head(&id, 1).unwrap());

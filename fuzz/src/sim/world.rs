@@ -27,7 +27,7 @@ use rill_shard::protocol::checkpoint::{CheckpointRun, CheckpointStep};
 use rill_shard::protocol::cold::ColdRun;
 use rill_shard::protocol::mutation::{admit_and_apply, Mutation};
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
-use rill_shard::state::command::{Applied, Command, Op};
+use rill_shard::state::command::{self, Applied, Command, Op};
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::device::WalDir;
 use rill_shard::wal::log::{EntryBody, LogEntry, LogStore};
@@ -317,7 +317,7 @@ impl Sim {
                 req.attrs = attrs.map(|a| ATTRS[usize::from(a) % ATTRS.len()].to_string());
                 req.producer = self.producer(&id, producer);
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
-                self.command(&id, Op::Create(req))?;
+                self.command(&id, Op::from(req))?;
             }
             SimOp::Append { s, len, ct, close_after, seq, producer } => {
                 let id = self.target(*s);
@@ -325,20 +325,20 @@ impl Sim {
                 req.content_type = ct.map(|c| CONTENT_TYPES[usize::from(c) % 2].to_string());
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 req.producer = self.producer(&id, producer);
-                self.command(&id, Op::Append(req))?;
+                self.command(&id, Op::from(req))?;
             }
             SimOp::Batch { s, lens, producer } => {
                 let id = self.target(*s);
                 let payloads = lens.iter().map(|len| self.payload(*len)).collect();
                 let mut req = AppendBatch::new(id.clone(), payloads);
                 req.producer = self.producer(&id, producer);
-                self.command(&id, Op::AppendBatch(req))?;
+                self.command(&id, Op::from(req))?;
             }
             SimOp::Close { s, producer } => {
                 let id = self.target(*s);
                 let mut req = Close::new(id.clone());
                 req.producer = self.producer(&id, producer);
-                self.command(&id, Op::Close(req))?;
+                self.command(&id, Op::from(req))?;
             }
             SimOp::Delete { s } => {
                 let id = self.target(*s);
@@ -367,7 +367,7 @@ impl Sim {
                 let offset = self.offset(&id, *at);
                 let req =
                     PublishSnapshot::new(id.clone(), offset, vec![*variant; 3]).content_type("text/plain");
-                self.command(&id, Op::PublishSnapshot(req))?;
+                self.command(&id, Op::from(req))?;
             }
             SimOp::Retain { s, at } => {
                 let id = self.target(*s);
@@ -461,10 +461,10 @@ impl Sim {
     /// Applies a command for the stream `id` to its group.
     fn command(&mut self, id: &StreamId, op: Op) -> Result<(), Fail> {
         let retry = match &op {
-            Op::Create(Create { producer: Some(_), .. })
-            | Op::Append(Append { producer: Some(_), .. })
-            | Op::AppendBatch(AppendBatch { producer: Some(_), .. })
-            | Op::Close(Close { producer: Some(_), .. }) => Some(op.clone()),
+            Op::Create(command::Create { producer: Some(_), .. })
+            | Op::Append(command::Append { producer: Some(_), .. })
+            | Op::AppendBatch(command::AppendBatch { producer: Some(_), .. })
+            | Op::Close(command::Close { producer: Some(_), .. }) => Some(op.clone()),
             _ => None,
         };
         self.command_in(self.group_of(id), op, retry)
@@ -517,8 +517,8 @@ impl Sim {
             for (j, payload) in payloads.into_iter().enumerate() {
                 let id = ids[(pick + j) % ids.len()].clone();
                 let op = match model.find(&id, self.now) {
-                    Ok(_) => Op::Append(Append::new(id, payload)),
-                    Err(_) => Op::Create(Create::new(id)),
+                    Ok(_) => Op::from(Append::new(id, payload)),
+                    Err(_) => Op::from(Create::new(id)),
                 };
                 let cmd = Command { now_ms: self.now, op };
                 let real = guard("apply", || observe(&state.apply(&cmd, &mut Vec::new()), Vec::new()))?;

@@ -98,27 +98,27 @@ impl Run {
                 req.attrs = attrs.map(|a| ATTRS[a].to_string());
                 req.producer = self.producer(*s, producer);
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
-                self.command(Op::Create(req))?;
+                self.command(Op::from(req))?;
             }
             Step::Append { s, len, ct, close_after, seq, producer } => {
                 let mut req = Append::new(id(*s), self.payload(*len)).close_after(*close_after);
                 req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 req.producer = self.producer(*s, producer);
-                self.command(Op::Append(req))?;
+                self.command(Op::from(req))?;
             }
             Step::Batch { s, lens, ct, producer } => {
                 let payloads = lens.iter().map(|len| self.payload(*len)).collect();
                 let mut req = AppendBatch::new(id(*s), payloads);
                 req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
                 req.producer = self.producer(*s, producer);
-                self.command(Op::AppendBatch(req))?;
+                self.command(Op::from(req))?;
             }
             Step::Close { s, seq, producer } => {
                 let mut req = Close::new(id(*s));
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 req.producer = self.producer(*s, producer);
-                self.command(Op::Close(req))?;
+                self.command(Op::from(req))?;
             }
             Step::Delete(s) => self.command(Op::Delete(id(*s)))?,
             Step::SetAttrs { s, attrs } => {
@@ -134,7 +134,7 @@ impl Run {
                     Digest::Right => Some(*blake3::hash(&payload).as_bytes()),
                     Digest::Wrong => Some([9; 32]),
                 };
-                self.command(Op::PublishSnapshot(req))?;
+                self.command(Op::from(req))?;
             }
             Step::Retain { s, at } => {
                 self.command(Op::AdvanceRetention { id: id(*s), offset: self.offset(*s, at) })?

@@ -72,7 +72,7 @@ mod tests {
     fn group() -> (GroupState, StreamId) {
         let mut state = GroupState::new(0, 1, GroupLimits::default());
         let id = StreamId::new("b", "s").unwrap();
-        let create = Command { now_ms: 1, op: Op::Create(Create::new(id.clone())) };
+        let create = Command { now_ms: 1, op: Op::from(Create::new(id.clone())) };
         assert!(matches!(admit_and_apply(&mut state, &create, 0, 100), Mutation::Logged { index: 1, .. }));
         (state, id)
     }
@@ -83,7 +83,7 @@ mod tests {
     fn admission_refuses_before_applying() {
         let (mut state, id) = group();
         let before = state.encode_snapshot();
-        let append = Command { now_ms: 2, op: Op::Append(Append::new(id, vec![7u8; 10])) };
+        let append = Command { now_ms: 2, op: Op::from(Append::new(id, vec![7u8; 10])) };
         match admit_and_apply(&mut state, &append, 95, 100) {
             Mutation::Refused(e) => assert_eq!(e.code(), ErrorCode::UncommittedBackpressure),
             other => panic!("expected a refusal, got {other:?}"),
@@ -96,7 +96,7 @@ mod tests {
     #[test]
     fn only_state_changes_are_logged() {
         let (mut state, id) = group();
-        let append = Command { now_ms: 2, op: Op::Append(Append::new(id.clone(), vec![7u8; 10])) };
+        let append = Command { now_ms: 2, op: Op::from(Append::new(id.clone(), vec![7u8; 10])) };
         match admit_and_apply(&mut state, &append, 0, 100) {
             Mutation::Logged { index, payload_bytes, result, .. } => {
                 assert_eq!((index, payload_bytes), (2, 10));
@@ -104,7 +104,7 @@ mod tests {
             }
             other => panic!("expected a logged append, got {other:?}"),
         }
-        let again = Command { now_ms: 3, op: Op::Create(Create::new(id)) };
+        let again = Command { now_ms: 3, op: Op::from(Create::new(id)) };
         assert!(matches!(admit_and_apply(&mut state, &again, 0, 100), Mutation::Unchanged(Ok(_))));
         assert_eq!(state.commit_index(), 2);
     }

@@ -140,14 +140,14 @@ pub struct InstallGroupSnapshot(pub GroupSnapshot);
 #[derive(Clone, Copy, Debug)]
 pub struct Barrier;
 
-mutation!(Create, "create", |c| Op::Create(c), CreateReply, Response::Create(r) => r);
-mutation!(Append, "append", |a| Op::Append(a), AppendReply, Response::Append(r) => r);
-mutation!(AppendBatch, "append_batch", |b| Op::AppendBatch(b), BatchReply, Response::Batch(r) => r);
-mutation!(Close, "close", |c| Op::Close(c), CloseReply, Response::Close(r) => r);
+mutation!(Create, "create", |c| Op::from(c), CreateReply, Response::Create(r) => r);
+mutation!(Append, "append", |a| Op::from(a), AppendReply, Response::Append(r) => r);
+mutation!(AppendBatch, "append_batch", |b| Op::from(b), BatchReply, Response::Batch(r) => r);
+mutation!(Close, "close", |c| Op::from(c), CloseReply, Response::Close(r) => r);
 mutation!(Delete, "delete", |d| Op::Delete(d.0), (), Response::Deleted { .. } => ());
 mutation!(SetAttrs, "set_attrs", |s| Op::SetAttrs { id: s.id, attrs: s.attrs }, (),
     Response::AttrsSet { .. } => ());
-mutation!(PublishSnapshot, "publish_snapshot", |p| Op::PublishSnapshot(p), SnapshotReply,
+mutation!(PublishSnapshot, "publish_snapshot", |p| Op::from(p), SnapshotReply,
     Response::Snapshot(r) => r);
 mutation!(AdvanceRetention, "advance_retention", |r| Op::AdvanceRetention { id: r.id, offset: r.offset },
     u64, Response::Retention { retained_offset, .. } => retained_offset);

@@ -32,7 +32,7 @@ where
 
 fn cmd(i: u64, len: usize) -> Command {
     let id = StreamId::new("b", "s").expect("valid");
-    Command { now_ms: i, op: Op::Append(Append::new(id, Bytes::from(vec![(i % 256) as u8; len]))) }
+    Command { now_ms: i, op: Op::from(Append::new(id, Bytes::from(vec![(i % 256) as u8; len]))) }
 }
 
 fn config(segment_bytes: u64) -> WalConfig {

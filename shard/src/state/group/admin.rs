@@ -22,8 +22,8 @@
 //!   stream) order.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{validate_attrs, AppSnapshot, PublishSnapshot, SnapshotReply};
-use crate::state::command::{Effect, Response};
+use crate::state::api::{validate_attrs, AppSnapshot, SnapshotReply};
+use crate::state::command::{Effect, PublishSnapshot, Response};
 use crate::state::group::GroupState;
 use crate::state::name::StreamId;
 

@@ -25,10 +25,8 @@
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{
-    validate_attrs, Append, AppendBatch, BatchReply, Close, CloseReply, Create, CreateReply, ProducerArgs,
-};
-use crate::state::command::{Effect, Response};
+use crate::state::api::{validate_attrs, BatchReply, CloseReply, CreateReply};
+use crate::state::command::{Append, AppendBatch, Close, Create, Effect, Producer, Response};
 use crate::state::group::producer::{self, ItemFailure, ItemOutcome, Landed, ProducerCheck, ProducerEntry};
 use crate::state::group::stream::StreamState;
 use crate::state::group::GroupState;
@@ -277,7 +275,7 @@ impl GroupState {
     }
 
     /// Records a producer on a stream that is not stored yet.
-    fn record_producer(&self, stream: &mut StreamState, args: &ProducerArgs, entry: ProducerEntry) {
+    fn record_producer(&self, stream: &mut StreamState, args: &Producer, entry: ProducerEntry) {
         producer::record(
             &mut stream.producers,
             args,

@@ -25,7 +25,8 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{AppendReply, BatchReply, CloseReply, ProducerArgs};
+use crate::state::api::{AppendReply, BatchReply, CloseReply};
+use crate::state::command::Producer;
 
 /// What a stream remembers about one producer id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,7 +166,7 @@ pub(crate) enum ProducerCheck<'a> {
 /// Applies the producer rules of SPEC §2 to `args` without changing anything.
 pub(crate) fn check<'a>(
     producers: &'a BTreeMap<String, ProducerState>,
-    args: &ProducerArgs,
+    args: &Producer,
 ) -> Result<ProducerCheck<'a>> {
     let Some(state) = producers.get(&args.id) else {
         if args.seq != 0 {
@@ -211,7 +212,7 @@ pub(crate) fn check<'a>(
 /// Records an accepted request that [`check`] let proceed.
 pub(crate) fn record(
     producers: &mut BTreeMap<String, ProducerState>,
-    args: &ProducerArgs,
+    args: &Producer,
     entry: ProducerEntry,
     max_producers: usize,
     window_len: usize,

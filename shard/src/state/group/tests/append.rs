@@ -9,7 +9,7 @@ use crate::state::api::{Append, AppendBatch, Close, Create, Read};
 use crate::state::command::{Effect, Op, Response};
 
 fn batch(h: &mut Harness, req: AppendBatch) -> crate::state::api::BatchReply {
-    match h.ok(Op::AppendBatch(req)) {
+    match h.ok(Op::from(req)) {
         Response::Batch(reply) => reply,
         other => panic!("{other:?}"),
     }
@@ -55,9 +55,9 @@ fn hundred_sequential_appends_come_back_in_order() {
 fn empty_append_is_rejected() {
     let mut h = Harness::new();
     h.create_plain("s");
-    assert_eq!(h.err(Op::Append(Append::new(sid("s"), Bytes::new()))), ErrorCode::EmptyAppend);
+    assert_eq!(h.err(Op::from(Append::new(sid("s"), Bytes::new()))), ErrorCode::EmptyAppend);
     assert_eq!(h.g.head(&sid("s"), h.now).unwrap().append_count, 0);
-    assert_eq!(h.err(Op::Append(Append::new(sid("nope"), b"x".to_vec()))), ErrorCode::StreamNotFound);
+    assert_eq!(h.err(Op::from(Append::new(sid("nope"), b"x".to_vec()))), ErrorCode::StreamNotFound);
 }
 
 // SPEC §2 Append: a content type differing from the stream's is
@@ -67,7 +67,7 @@ fn content_type_must_match() {
     let mut h = Harness::new();
     h.create(Create::new(sid("s")).content_type("text/plain"));
     let bad = Append::new(sid("s"), b"x".to_vec()).content_type("application/json");
-    let err = h.apply(Op::Append(bad)).result.unwrap_err();
+    let err = h.apply(Op::from(bad)).result.unwrap_err();
     assert_eq!(
         *err.kind(),
         ErrorKind::ContentTypeMismatch { expected: "text/plain".into(), received: "application/json".into() }
@@ -85,9 +85,9 @@ fn close_after_and_closed_streams() {
     let reply = h.append(Append::new(sid("s"), b"abc".to_vec()).close_after(true));
     assert!(reply.closed);
     assert_eq!(reply.next_offset, 3);
-    let err = h.apply(Op::Append(Append::new(sid("s"), b"x".to_vec()))).result.unwrap_err();
+    let err = h.apply(Op::from(Append::new(sid("s"), b"x".to_vec()))).result.unwrap_err();
     assert_eq!(*err.kind(), ErrorKind::StreamClosed { next_offset: 3 });
-    let again = h.apply(Op::Append(Append::new(sid("s"), Bytes::new()).close_after(true)));
+    let again = h.apply(Op::from(Append::new(sid("s"), Bytes::new()).close_after(true)));
     assert!(!again.mutated);
     let Ok(Response::Append(again)) = again.result else { panic!() };
     assert_eq!((again.start_offset, again.next_offset, again.stream_append_count), (3, 3, 1));
@@ -109,7 +109,7 @@ fn stream_seq_must_increase() {
     h.create_plain("s");
     h.append(Append::new(sid("s"), b"a".to_vec()).stream_seq("b"));
     for stale in ["b", "a", "B"] {
-        let err = h.apply(Op::Append(Append::new(sid("s"), b"x".to_vec()).stream_seq(stale))).result;
+        let err = h.apply(Op::from(Append::new(sid("s"), b"x".to_vec()).stream_seq(stale))).result;
         assert_eq!(
             *err.unwrap_err().kind(),
             ErrorKind::StreamSeqConflict { last: "b".into(), received: stale.into() }
@@ -119,7 +119,7 @@ fn stream_seq_must_increase() {
     // An append without stream_seq does not reset it.
     h.append_bytes("s", b"y");
     assert_eq!(
-        h.err(Op::Append(Append::new(sid("s"), b"z".to_vec()).stream_seq("b"))),
+        h.err(Op::from(Append::new(sid("s"), b"z".to_vec()).stream_seq("b"))),
         ErrorCode::StreamSeqConflict
     );
 }
@@ -132,12 +132,12 @@ fn close_is_idempotent() {
     h.create_plain("s");
     h.append(Append::new(sid("s"), b"abc".to_vec()).stream_seq("5"));
     let stale = Close::new(sid("s")).stream_seq("4");
-    assert_eq!(h.err(Op::Close(stale)), ErrorCode::StreamSeqConflict);
-    let Response::Close(first) = h.ok(Op::Close(Close::new(sid("s")).stream_seq("6"))) else { panic!() };
+    assert_eq!(h.err(Op::from(stale)), ErrorCode::StreamSeqConflict);
+    let Response::Close(first) = h.ok(Op::from(Close::new(sid("s")).stream_seq("6"))) else { panic!() };
     assert!(!first.already_closed);
     assert_eq!((first.next_offset, first.commit_index), (3, 3));
     assert_eq!(h.effects, vec![Effect::Advanced(sid("s"))]);
-    let second = h.apply(Op::Close(Close::new(sid("s"))));
+    let second = h.apply(Op::from(Close::new(sid("s"))));
     assert!(!second.mutated);
     let Ok(Response::Close(second)) = second.result else { panic!() };
     assert!(second.already_closed);
@@ -171,19 +171,19 @@ fn batch_with_an_empty_item_applies_the_others() {
 fn batch_that_lands_nothing_does_not_mutate() {
     let mut h = Harness::new();
     h.create(Create::new(sid("s")).content_type("text/plain"));
-    let empty = h.apply(Op::AppendBatch(AppendBatch::new(sid("s"), vec![Bytes::new(), Bytes::new()])));
+    let empty = h.apply(Op::from(AppendBatch::new(sid("s"), vec![Bytes::new(), Bytes::new()])));
     assert!(!empty.mutated);
     let Ok(Response::Batch(empty)) = empty.result else { panic!() };
     assert!(empty.items.iter().all(|i| i.as_ref().unwrap_err().code() == ErrorCode::EmptyAppend));
 
     let wrong = AppendBatch::new(sid("s"), vec![Bytes::from_static(b"a"), Bytes::new()]).content_type("x/y");
-    let wrong = h.apply(Op::AppendBatch(wrong));
+    let wrong = h.apply(Op::from(wrong));
     assert!(!wrong.mutated);
     let Ok(Response::Batch(wrong)) = wrong.result else { panic!() };
     assert!(wrong.items.iter().all(|i| i.as_ref().unwrap_err().code() == ErrorCode::ContentTypeMismatch));
 
-    h.ok(Op::Close(Close::new(sid("s"))));
-    let closed = h.apply(Op::AppendBatch(AppendBatch::new(sid("s"), vec![Bytes::from_static(b"a")])));
+    h.ok(Op::from(Close::new(sid("s"))));
+    let closed = h.apply(Op::from(AppendBatch::new(sid("s"), vec![Bytes::from_static(b"a")])));
     assert!(!closed.mutated);
     let Ok(Response::Batch(closed)) = closed.result else { panic!() };
     assert_eq!(closed.items[0].as_ref().unwrap_err().code(), ErrorCode::StreamClosed);
@@ -216,7 +216,7 @@ fn read_edges() {
     assert!(tail.payload.is_empty() && tail.up_to_date && !tail.closed);
     assert_eq!(h.read_err("s", 8, 10), ErrorCode::OffsetOutOfRange);
     assert_eq!(h.read_err("s", 0, 0), ErrorCode::BadRequest);
-    h.ok(Op::Close(Close::new(sid("s"))));
+    h.ok(Op::from(Close::new(sid("s"))));
     assert!(!h.read("s", 0, 3).closed);
     assert!(h.read("s", 0, 100).closed);
     // max_read_bytes (64 in the test limits) clamps max_len.

@@ -15,12 +15,12 @@ use crate::state::group::{GroupLimits, GroupState, StreamState};
 fn busy_group() -> Harness {
     let mut h = Harness::new();
     h.create(Create::new(sid("s")).ttl_s(60).attrs(r#"{"title":"t"}"#).stream_seq("a"));
-    h.ok(Op::Append(Append::new(sid("s"), Bytes::from_static(b"hello")).producer("p", 1, 0)));
-    h.ok(Op::AppendBatch(
+    h.ok(Op::from(Append::new(sid("s"), Bytes::from_static(b"hello")).producer("p", 1, 0)));
+    h.ok(Op::from(
         AppendBatch::new(sid("s"), vec![Bytes::from_static(b"ab"), Bytes::new(), Bytes::from_static(b"c")])
             .producer("p", 1, 1),
     ));
-    h.ok(Op::PublishSnapshot(PublishSnapshot::new(sid("s"), 5, Bytes::from_static(b"snap"))));
+    h.ok(Op::from(PublishSnapshot::new(sid("s"), 5, Bytes::from_static(b"snap"))));
     h.ok(Op::AdvanceRetention { id: sid("s"), offset: 5 });
     h.create(Create::new(sid("t")).expires_at_ms(h.now + 5_000).closed(true));
     h.create(Create::new(crate::state::name::StreamId::new("other", "x").unwrap()));

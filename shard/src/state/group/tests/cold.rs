@@ -213,7 +213,7 @@ fn check_every_read(h: &Harness, store: &Store, id: &StreamId, expected: &[u8], 
 }
 
 fn publish(id: &StreamId, offset: u64) -> Op {
-    Op::PublishSnapshot(PublishSnapshot::new(id.clone(), offset, Bytes::from_static(b"state")))
+    Op::from(PublishSnapshot::new(id.clone(), offset, Bytes::from_static(b"state")))
 }
 
 fn retain(id: &StreamId, offset: u64) -> Op {
@@ -835,18 +835,18 @@ fn hot_bytes_admission() {
     let first = h.append(Append::new(s.clone(), &b"efghij"[..]).producer("p", 1, 0));
     assert_eq!(h.g.hot_bytes(), 10, "exactly at the limit is admitted");
 
-    let err = h.apply(Op::Append(Append::new(s.clone(), &b"k"[..]))).result.unwrap_err();
+    let err = h.apply(Op::from(Append::new(s.clone(), &b"k"[..]))).result.unwrap_err();
     assert_eq!(*err.kind(), ErrorKind::ColdBackpressure { before: 10, after: 11, limit: 10 });
     assert_eq!(err.class(), ErrorClass::Temporary);
     let batch = AppendBatch::new(s.clone(), vec![Bytes::from_static(b"k"), Bytes::new()]);
-    let err = h.apply(Op::AppendBatch(batch)).result.unwrap_err();
+    let err = h.apply(Op::from(batch)).result.unwrap_err();
     assert_eq!(*err.kind(), ErrorKind::ColdBackpressure { before: 10, after: 11, limit: 10 });
-    let err = h.apply(Op::Create(Create::new(sid("n")).initial_payload(&b"x"[..]))).result.unwrap_err();
+    let err = h.apply(Op::from(Create::new(sid("n")).initial_payload(&b"x"[..]))).result.unwrap_err();
     assert_eq!(err.code(), ErrorCode::ColdBackpressure);
     assert_eq!(h.g.head(&s, h.now).unwrap().append_count, 2, "nothing was counted");
 
     // Retries and idempotent re-creates add no bytes and pass.
-    let retry = h.apply(Op::Append(Append::new(s.clone(), &b"efghij"[..]).producer("p", 1, 0)));
+    let retry = h.apply(Op::from(Append::new(s.clone(), &b"efghij"[..]).producer("p", 1, 0)));
     assert!(!retry.mutated);
     let Ok(Response::Append(retry)) = retry.result else { panic!("retry rejected") };
     assert!(retry.deduplicated);
@@ -859,7 +859,7 @@ fn hot_bytes_admission() {
     assert_eq!(h.g.hot_bytes(), 0);
     h.append(Append::new(s.clone(), &b"k"[..]));
     let items = vec![Bytes::from_static(b"lmnopqrst")];
-    assert!(h.apply(Op::AppendBatch(AppendBatch::new(s.clone(), items))).result.is_ok());
+    assert!(h.apply(Op::from(AppendBatch::new(s.clone(), items))).result.is_ok());
     assert_eq!(h.g.hot_bytes(), 10);
     let cold = h.g.cold_bytes();
     assert_eq!(cold, 10, "flushed bytes do not count as hot");
@@ -920,11 +920,11 @@ fn replay_ignores_the_hot_byte_limit() {
         assert!(applied.result.is_ok() && applied.mutated, "{:?}", applied.result);
         log.push(cmd);
     };
-    run(&mut h, Op::Create(Create::new(sid("s")).initial_payload(payload(1, 20))));
-    run(&mut h, Op::Append(Append::new(sid("s"), payload(2, 20))));
+    run(&mut h, Op::from(Create::new(sid("s")).initial_payload(payload(1, 20))));
+    run(&mut h, Op::from(Append::new(sid("s"), payload(2, 20))));
     let plans = h.g.plan_flush(&FlushLimits { max_flush_bytes: 20, max_batch_bytes: 20 });
     run(&mut h, Op::FlushCommit(store.write_all(&plans)));
-    run(&mut h, Op::AppendBatch(AppendBatch::new(sid("s"), vec![payload(3, 15), payload(4, 15)])));
+    run(&mut h, Op::from(AppendBatch::new(sid("s"), vec![payload(3, 15), payload(4, 15)])));
     assert_eq!(h.g.hot_bytes(), 50);
 
     let small = GroupLimits { max_hot_bytes: 16, ..cold_limits() };
@@ -945,7 +945,7 @@ fn replay_ignores_the_hot_byte_limit() {
     assert_eq!(replayed.encode_snapshot(), h.g.encode_snapshot());
     replayed.set_limits(small);
     let mut h = Harness { g: replayed, now: h.now, effects: Vec::new() };
-    let err = h.apply(Op::Append(Append::new(sid("s"), &b"x"[..]))).result.unwrap_err();
+    let err = h.apply(Op::from(Append::new(sid("s"), &b"x"[..]))).result.unwrap_err();
     assert_eq!(*err.kind(), ErrorKind::ColdBackpressure { before: 50, after: 51, limit: 16 });
     let mut expected = Vec::new();
     for seed in 1..=4 {

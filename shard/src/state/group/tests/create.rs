@@ -31,7 +31,7 @@ fn create_is_idempotent_with_same_settings() {
     let req = Create::new(sid("s")).content_type("text/plain").ttl_s(30);
     h.create(req.clone());
     h.append(crate::state::api::Append::new(sid("s"), Bytes::from_static(b"abc")));
-    let applied = h.apply(Op::Create(req.initial_payload(Bytes::from_static(b"ignored"))));
+    let applied = h.apply(Op::from(req.initial_payload(Bytes::from_static(b"ignored"))));
     assert!(!applied.mutated);
     match applied.result.unwrap() {
         Response::Create(reply) => {
@@ -55,11 +55,11 @@ fn create_with_different_settings_conflicts() {
         (Create::new(sid("s")).content_type("text/plain").ttl_s(30).closed(true), "closed"),
     ];
     for (req, field) in cases {
-        let applied = h.apply(Op::Create(req));
+        let applied = h.apply(Op::from(req));
         assert_eq!(*applied.result.unwrap_err().kind(), ErrorKind::StreamConflict { field });
     }
     h.create(Create::new(sid("x")).expires_at_ms(h.now + 10));
-    let err = h.apply(Op::Create(Create::new(sid("x")).expires_at_ms(h.now + 11))).result.unwrap_err();
+    let err = h.apply(Op::from(Create::new(sid("x")).expires_at_ms(h.now + 11))).result.unwrap_err();
     assert_eq!(*err.kind(), ErrorKind::StreamConflict { field: "expires_at_ms" });
 }
 
@@ -70,14 +70,14 @@ fn create_rejects_bad_settings() {
     let mut h = Harness::new();
     let now = h.now;
     assert_eq!(
-        h.err(Op::Create(Create::new(sid("s")).ttl_s(5).expires_at_ms(now + 10))),
+        h.err(Op::from(Create::new(sid("s")).ttl_s(5).expires_at_ms(now + 10))),
         ErrorCode::BadRequest
     );
-    assert_eq!(h.err(Op::Create(Create::new(sid("s")).ttl_s(0))), ErrorCode::BadRequest);
-    assert_eq!(h.err(Op::Create(Create::new(sid("s")).expires_at_ms(now))), ErrorCode::BadRequest);
-    assert_eq!(h.err(Op::Create(Create::new(sid("s")).attrs("[1]"))), ErrorCode::BadRequest);
+    assert_eq!(h.err(Op::from(Create::new(sid("s")).ttl_s(0))), ErrorCode::BadRequest);
+    assert_eq!(h.err(Op::from(Create::new(sid("s")).expires_at_ms(now))), ErrorCode::BadRequest);
+    assert_eq!(h.err(Op::from(Create::new(sid("s")).attrs("[1]"))), ErrorCode::BadRequest);
     let huge = format!("{{\"metadata\":\"{}\"}}", "x".repeat(20_000));
-    assert_eq!(h.err(Op::Create(Create::new(sid("s")).attrs(huge))), ErrorCode::PayloadTooLarge);
+    assert_eq!(h.err(Op::from(Create::new(sid("s")).attrs(huge))), ErrorCode::PayloadTooLarge);
     assert_eq!(h.g.commit_index(), 0);
     assert_eq!(h.g.buckets().count(), 0, "a rejected create makes no bucket");
 }
@@ -88,7 +88,7 @@ fn create_beyond_stream_limit_is_too_many_streams() {
     let mut h = Harness::with_limits(GroupLimits { max_streams_per_group: 2, ..small_limits() });
     h.create_plain("a");
     h.create_plain("b");
-    assert_eq!(h.err(Op::Create(Create::new(sid("c")))), ErrorCode::TooManyStreams);
+    assert_eq!(h.err(Op::from(Create::new(sid("c")))), ErrorCode::TooManyStreams);
     // An idempotent re-create still passes.
     assert!(h.create_plain("a").already_exists);
     h.ok(Op::Delete(sid("a")));
@@ -116,7 +116,7 @@ fn create_with_initial_payload_and_closed() {
 #[test]
 fn create_with_producer_and_stream_seq() {
     let mut h = Harness::new();
-    assert_eq!(h.err(Op::Create(Create::new(sid("s")).producer("p", 3, 1))), ErrorCode::ProducerSeqConflict);
+    assert_eq!(h.err(Op::from(Create::new(sid("s")).producer("p", 3, 1))), ErrorCode::ProducerSeqConflict);
     h.create(
         Create::new(sid("s")).initial_payload(Bytes::from_static(b"ab")).producer("p", 3, 0).stream_seq("m"),
     );
@@ -128,7 +128,7 @@ fn create_with_producer_and_stream_seq() {
         h.append(crate::state::api::Append::new(sid("s"), Bytes::from_static(b"cd")).producer("p", 3, 1));
     assert_eq!(next.start_offset, 2);
     let stale = crate::state::api::Append::new(sid("s"), Bytes::from_static(b"x")).stream_seq("m");
-    assert_eq!(h.err(Op::Append(stale)), ErrorCode::StreamSeqConflict);
+    assert_eq!(h.err(Op::from(stale)), ErrorCode::StreamSeqConflict);
 }
 
 // SPEC §2 delete: the stream is gone; the bucket stays known, an unknown

@@ -18,7 +18,7 @@ fn expired_stream_is_not_found_and_can_be_recreated() {
     h.now += 10_000;
     assert_eq!(h.g.head(&sid("s"), h.now).unwrap_err().code(), ErrorCode::StreamNotFound);
     assert_eq!(h.g.read(&Read::new(sid("s")), h.now).unwrap_err().code(), ErrorCode::StreamNotFound);
-    assert_eq!(h.err(Op::Append(Append::new(sid("s"), b"x".to_vec()))), ErrorCode::StreamNotFound);
+    assert_eq!(h.err(Op::from(Append::new(sid("s"), b"x".to_vec()))), ErrorCode::StreamNotFound);
     assert_eq!(h.err(Op::Delete(sid("s"))), ErrorCode::StreamNotFound);
     assert_eq!(h.g.stream_count(), 1, "stored until removed");
 
@@ -111,7 +111,7 @@ fn expired_streams_count_until_removed() {
     h.create(Create::new(sid("a")).ttl_s(1));
     h.create(Create::new(sid("b")).ttl_s(1));
     h.now += 1_000;
-    assert_eq!(h.err(Op::Create(Create::new(sid("c")))), ErrorCode::TooManyStreams);
+    assert_eq!(h.err(Op::from(Create::new(sid("c")))), ErrorCode::TooManyStreams);
     h.create(Create::new(sid("a")));
     h.ok(Op::ExpireDue);
     h.create(Create::new(sid("c")));

@@ -84,7 +84,7 @@ impl Harness {
     }
 
     pub fn create(&mut self, req: Create) -> CreateReply {
-        match self.ok(Op::Create(req)) {
+        match self.ok(Op::from(req)) {
             Response::Create(reply) => reply,
             other => panic!("not a create reply: {other:?}"),
         }
@@ -95,7 +95,7 @@ impl Harness {
     }
 
     pub fn append(&mut self, req: Append) -> AppendReply {
-        match self.ok(Op::Append(req)) {
+        match self.ok(Op::from(req)) {
             Response::Append(reply) => reply,
             other => panic!("not an append reply: {other:?}"),
         }

@@ -9,7 +9,7 @@ use crate::state::api::{Append, AppendBatch, Close};
 use crate::state::command::{Op, Response};
 
 fn produce(name: &str, payload: &'static [u8], producer: &str, epoch: u64, seq: u64) -> Op {
-    Op::Append(Append::new(sid(name), Bytes::from_static(payload)).producer(producer, epoch, seq))
+    Op::from(Append::new(sid(name), Bytes::from_static(payload)).producer(producer, epoch, seq))
 }
 
 // SPEC §2 producers: a duplicate returns the original offsets with
@@ -109,8 +109,8 @@ fn producer_checks_come_before_closed_and_stream_seq() {
         .producer("p", 0, 0)
         .close_after(true)
         .stream_seq("1");
-    h.ok(Op::Append(closing.clone()));
-    let Response::Append(dup) = h.ok(Op::Append(closing)) else { panic!() };
+    h.ok(Op::from(closing.clone()));
+    let Response::Append(dup) = h.ok(Op::from(closing)) else { panic!() };
     assert!(dup.deduplicated && dup.closed);
     assert_eq!(h.err(produce("s", b"c", "p", 0, 1)), ErrorCode::StreamClosed);
     assert_eq!(h.err(produce("s", b"c", "p", 0, 5)), ErrorCode::ProducerSeqConflict);
@@ -125,8 +125,8 @@ fn retried_batch_is_deduplicated_as_a_whole() {
     let req =
         AppendBatch::new(sid("s"), vec![Bytes::from_static(b"ab"), Bytes::new(), Bytes::from_static(b"c")])
             .producer("p", 0, 0);
-    let Response::Batch(first) = h.ok(Op::AppendBatch(req.clone())) else { panic!() };
-    let applied = h.apply(Op::AppendBatch(req));
+    let Response::Batch(first) = h.ok(Op::from(req.clone())) else { panic!() };
+    let applied = h.apply(Op::from(req));
     assert!(!applied.mutated);
     let Ok(Response::Batch(retry)) = applied.result else { panic!() };
     assert_eq!(retry.commit_index, first.commit_index);
@@ -154,14 +154,14 @@ fn close_with_producer_deduplicates() {
     h.create_plain("s");
     h.ok(produce("s", b"abc", "p", 0, 0));
     let close = Close::new(sid("s")).producer("p", 0, 1);
-    let Response::Close(first) = h.ok(Op::Close(close.clone())) else { panic!() };
+    let Response::Close(first) = h.ok(Op::from(close.clone())) else { panic!() };
     assert!(!first.already_closed);
-    let retry = h.apply(Op::Close(close));
+    let retry = h.apply(Op::from(close));
     assert!(!retry.mutated);
     assert_eq!(retry.result.unwrap(), Response::Close(first));
-    assert_eq!(h.err(Op::Close(Close::new(sid("s")).producer("p", 0, 3))), ErrorCode::ProducerSeqConflict);
+    assert_eq!(h.err(Op::from(Close::new(sid("s")).producer("p", 0, 3))), ErrorCode::ProducerSeqConflict);
     // A close retrying an append's seq replays that append's tail.
-    let Response::Close(replayed) = h.ok(Op::Close(Close::new(sid("s")).producer("p", 0, 0))) else {
+    let Response::Close(replayed) = h.ok(Op::from(Close::new(sid("s")).producer("p", 0, 0))) else {
         panic!()
     };
     assert_eq!((replayed.next_offset, replayed.commit_index), (3, 2));

@@ -10,7 +10,7 @@ use crate::state::command::{Op, Response};
 use crate::state::integrity::{record_digest, SetSum};
 
 fn publish(name: &str, offset: u64, payload: &'static [u8]) -> Op {
-    Op::PublishSnapshot(PublishSnapshot::new(sid(name), offset, Bytes::from_static(payload)))
+    Op::from(PublishSnapshot::new(sid(name), offset, Bytes::from_static(payload)))
 }
 
 fn retain(name: &str, offset: u64) -> Op {
@@ -42,10 +42,10 @@ fn publish_snapshot_rules() {
     assert_eq!(*err.kind(), ErrorKind::SnapshotConflict { offset: 3 });
     assert_eq!(h.err(publish("s", 10, b"x")), ErrorCode::OffsetOutOfRange);
     let wrong_digest = PublishSnapshot::new(sid("s"), 9, Bytes::from_static(b"x")).expected_digest([0; 32]);
-    assert_eq!(h.err(Op::PublishSnapshot(wrong_digest)), ErrorCode::BadRequest);
+    assert_eq!(h.err(Op::from(wrong_digest)), ErrorCode::BadRequest);
     let right = PublishSnapshot::new(sid("s"), 9, Bytes::from_static(b"x"))
         .expected_digest(*blake3::hash(b"x").as_bytes());
-    h.ok(Op::PublishSnapshot(right));
+    h.ok(Op::from(right));
     assert_eq!(h.g.head(&sid("s"), h.now).unwrap().snapshot_offset, Some(9));
 }
 

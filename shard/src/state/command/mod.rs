@@ -1,5 +1,7 @@
 //! Commands: the mutations a group's log carries, and what applying one
-//! returns.
+//! returns. The payload types are the log's own ([`payload`], the cold
+//! tier's commits in [`cold`]), converted from the API's requests at one
+//! boundary; their encoding is the WAL record body (FORMAT.md).
 //!
 //! A [`Command`] is stamped with `now_ms` by the owner core before it is
 //! applied, so applying the same commands to the same state gives the same
@@ -11,11 +13,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::state::api::{
-    Append, AppendBatch, AppendReply, BatchReply, Close, CloseReply, Create, CreateReply, PublishSnapshot,
-    SnapshotReply,
-};
-use crate::state::integrity::SetSum;
+mod cold;
+mod payload;
+
+pub use self::cold::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
+pub use self::payload::{Append, AppendBatch, Close, Create, Producer, PublishSnapshot};
+
+use crate::state::api::{AppendReply, BatchReply, CloseReply, CreateReply, SnapshotReply};
 use crate::state::name::StreamId;
 
 /// One logged mutation of a group.
@@ -61,49 +65,6 @@ pub enum Op {
     },
     /// Replace a run of small cold chunks of a stream by one.
     CompactCommit(CompactCommit),
-}
-
-/// One written pack whose slices a [`Op::FlushCommit`] moves to cold.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackCommit {
-    pub pack_id: u64,
-    pub bucket: String,
-    pub file: String,
-    pub bytes: u64,
-    pub slices: Vec<SliceCommit>,
-}
-
-/// One slice of a pack: records `[start, end)` of one stream incarnation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SliceCommit {
-    pub stream: StreamId,
-    pub incarnation: u64,
-    pub start: u64,
-    pub end: u64,
-    /// Number of records in the slice.
-    pub records: u64,
-    /// Set-sum of the slice's record digests.
-    pub sum: SetSum,
-}
-
-/// Flushed packs, committed through the group's log.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlushCommit {
-    pub packs: Vec<PackCommit>,
-}
-
-/// A compaction: chunks `inputs` (pack, slice) covering `[start, end)` of a
-/// stream are replaced by the single slice 0 of pack `output`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CompactCommit {
-    pub stream: StreamId,
-    pub incarnation: u64,
-    pub start: u64,
-    pub end: u64,
-    pub inputs: Vec<(u64, u32)>,
-    pub output: PackCommit,
-    /// Inputs' files are reclaimed no earlier than this long after commit.
-    pub grace_ms: u64,
 }
 
 /// The successful result of applying a command.
@@ -178,3 +139,16 @@ impl Command {
         }
     }
 }
+
+macro_rules! op_from {
+    ($($api:ident => $variant:ident),*) => {$(
+        impl From<crate::state::api::$api> for Op {
+            fn from(request: crate::state::api::$api) -> Op {
+                Op::$variant(request.into())
+            }
+        }
+    )*};
+}
+
+op_from!(Create => Create, Append => Append, AppendBatch => AppendBatch, Close => Close,
+    PublishSnapshot => PublishSnapshot);
