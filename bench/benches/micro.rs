@@ -170,12 +170,12 @@ fn wal_format(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("encode_record", len), &body, |b, body| {
             b.iter(|| {
                 out.clear();
-                encode_record(&mut out, 7, 3, 42, RecordKind::Command, body);
+                encode_record(&mut out, 7, 3, 42, RecordKind::Command, body).unwrap();
                 std::hint::black_box(&out);
             })
         });
-        let mut segment = SegmentHeader { core: 0, seq: 1, first_lsn: 1 }.encode();
-        encode_record(&mut segment, 1, 3, 1, RecordKind::Command, &body);
+        let mut segment = SegmentHeader::new(0, 1, 1).encode();
+        encode_record(&mut segment, 1, 3, 1, RecordKind::Command, &body).unwrap();
         pad_to_block(&mut segment);
         g.bench_with_input(BenchmarkId::new("decode_record_at", len), &segment, |b, segment| {
             b.iter(|| match decode_record_at(segment, HEADER_LEN) {
@@ -187,9 +187,9 @@ fn wal_format(c: &mut Criterion) {
     // A segment of 1000 records of 1 KiB, flushed in batches of 10 (one
     // padded block boundary per batch, as the writer leaves them).
     let body = payload(1024);
-    let mut segment = SegmentHeader { core: 0, seq: 1, first_lsn: 1 }.encode();
+    let mut segment = SegmentHeader::new(0, 1, 1).encode();
     for lsn in 1..=1000u64 {
-        encode_record(&mut segment, lsn, (lsn % 8) as u32, lsn, RecordKind::Command, &body);
+        encode_record(&mut segment, lsn, (lsn % 8) as u32, lsn, RecordKind::Command, &body).unwrap();
         if lsn % 10 == 0 {
             pad_to_block(&mut segment);
         }

@@ -152,7 +152,7 @@ pub fn sample_commands() -> Vec<Command> {
 
 /// A segment holding `commands` in flushes of `per_flush` records.
 fn segment(first_lsn: u64, commands: &[Command], per_flush: usize) -> Vec<u8> {
-    let mut bytes = SegmentHeader { core: 1, seq: 3, first_lsn }.encode();
+    let mut bytes = SegmentHeader::new(1, 3, first_lsn).encode();
     let mut flush = Vec::new();
     for (i, cmd) in commands.iter().enumerate() {
         let body = postcard::to_stdvec(cmd).expect("a command encodes");
@@ -163,7 +163,8 @@ fn segment(first_lsn: u64, commands: &[Command], per_flush: usize) -> Vec<u8> {
             i as u64 + 1,
             RecordKind::Command,
             &body,
-        );
+        )
+        .expect("corpus records are valid");
         if (i + 1) % per_flush == 0 {
             pad_to_block(&mut flush);
             bytes.append(&mut flush);
@@ -183,28 +184,29 @@ pub fn seeds() -> Vec<Seed> {
     for (i, (core, seq, first_lsn)) in
         [(0, 1, 1), (3, 77, 1 << 40), (u32::MAX, u64::MAX, 0)].iter().enumerate()
     {
-        let block = SegmentHeader { core: *core, seq: *seq, first_lsn: *first_lsn }.encode();
+        let block = SegmentHeader::new(*core, *seq, *first_lsn).encode();
         out.add_damaged("wal_header", &format!("valid{i}"), block, 3);
     }
     out.add("wal_header", "zeros", vec![0; BLOCK]);
     out.add("wal_header", "ones", vec![0xff; BLOCK]);
     out.add("wal_header", "empty", Vec::new());
-    let mut v2 = SegmentHeader { core: 0, seq: 1, first_lsn: 1 }.encode();
-    v2[8] = 2;
-    let crc = crc32c::crc32c(&v2[..32]);
-    v2[32..36].copy_from_slice(&crc.to_le_bytes());
-    out.add("wal_header", "version2", v2);
+    let mut future = SegmentHeader::new(0, 1, 1).encode();
+    future[8] = 9;
+    let crc = crc32c::crc32c(&future[..32]);
+    future[32..36].copy_from_slice(&crc.to_le_bytes());
+    out.add("wal_header", "version9", future);
 
     // wal_record: [u16 shift] then the bytes placed at offset 4096.
     for (i, cmd) in commands.iter().enumerate().step_by(3) {
         let body = postcard::to_stdvec(cmd).expect("encodes");
         let mut input = vec![0, 0];
-        encode_record(&mut input, 10 + i as u64, i as u32, i as u64, RecordKind::Command, &body);
+        encode_record(&mut input, 10 + i as u64, i as u32, i as u64, RecordKind::Command, &body)
+            .expect("corpus records are valid");
         out.add_damaged("wal_record", &format!("cmd{i}"), input, 2);
     }
     let mut straddle = (4090u16).to_le_bytes().to_vec();
     straddle.extend(vec![0; 4090]);
-    encode_record(&mut straddle, 1, 0, 1, RecordKind::Install, &[9; 40]);
+    encode_record(&mut straddle, 1, 0, 1, RecordKind::Install, &[9; 40]).expect("corpus records are valid");
     out.add_damaged("wal_record", "straddle", straddle, 2);
     let mut padding = vec![0, 0];
     padding.extend(vec![0; 5000]);
@@ -229,7 +231,7 @@ pub fn seeds() -> Vec<Seed> {
     out.add("wal_segment", "zero-tail", zero_tail);
     let mut gap = segment(1, &commands[..2], 1);
     let mut later = Vec::new();
-    encode_record(&mut later, 9, 0, 9, RecordKind::Command, b"later");
+    encode_record(&mut later, 9, 0, 9, RecordKind::Command, b"later").expect("corpus records are valid");
     gap.extend(later);
     out.add("wal_segment", "lsn-gap", gap);
     for i in 0..6 {

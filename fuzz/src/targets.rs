@@ -80,7 +80,7 @@ pub fn wal_header(data: &[u8]) {
     // A header built from the input round-trips, and any changed byte of
     // its block is detected.
     let mut c = Cursor::new(data);
-    let header = SegmentHeader { core: c.u32(), seq: c.u64(), first_lsn: c.u64() };
+    let header = SegmentHeader::new(c.u32(), c.u64(), c.u64());
     let mut block = header.encode();
     assert_eq!(block.len(), HEADER_LEN);
     assert_eq!(SegmentHeader::decode(&block).expect("a fresh header decodes"), header);
@@ -113,7 +113,8 @@ pub fn wal_record(data: &[u8]) {
     };
     let mut bytes = vec![0u8; HEADER_LEN + in_block];
     let pos = bytes.len();
-    encode_record(&mut bytes, lsn, group, index, kind, body);
+    encode_record(&mut bytes, lsn, group, index, kind, body)
+        .expect("a non-empty body within the record limit frames");
     let end = bytes.len();
     let expected = RecordRef { pos: pos as u64, lsn, group, index, kind, body };
     assert_eq!(decode_record_at(&bytes, pos), RecordAt::Valid(expected, end));
@@ -137,7 +138,8 @@ fn check_record_at(bytes: &[u8], pos: usize) {
             assert_eq!(next, pos + RECORD_HEADER_LEN + record.body.len());
             assert!(next <= bytes.len() && !record.body.is_empty());
             let mut again = Vec::new();
-            encode_record(&mut again, record.lsn, record.group, record.index, record.kind, record.body);
+            encode_record(&mut again, record.lsn, record.group, record.index, record.kind, record.body)
+                .expect("a non-empty body within the record limit frames");
             assert_eq!(again[..], bytes[pos..next], "record does not round-trip");
         }
         RecordAt::Padding(boundary) => {
@@ -159,7 +161,7 @@ pub fn wal_segment(data: &[u8]) {
     if !data.starts_with(&MAGIC) {
         let mut c = Cursor::new(data);
         let first_lsn = u64::from(c.u8());
-        let mut bytes = SegmentHeader { core: 0, seq: 1, first_lsn }.encode();
+        let mut bytes = SegmentHeader::new(0, 1, first_lsn).encode();
         bytes.extend_from_slice(c.rest());
         check_scan(&bytes);
     }
@@ -200,7 +202,7 @@ fn check_scan(bytes: &[u8]) -> Option<SegmentScan<'_>> {
 fn assembled_segment(data: &[u8]) {
     let mut c = Cursor::new(data);
     let first_lsn = c.u64() >> 1;
-    let mut bytes = SegmentHeader { core: c.u32(), seq: c.u64(), first_lsn }.encode();
+    let mut bytes = SegmentHeader::new(c.u32(), c.u64(), first_lsn).encode();
     let mut expected: Vec<(usize, u64, u32, u64, Vec<u8>)> = Vec::new();
     let mut lsn = first_lsn;
     let flushes = 1 + c.below(4);
@@ -213,7 +215,8 @@ fn assembled_segment(data: &[u8]) {
                 body => body.to_vec(),
             };
             expected.push((bytes.len() + flush.len(), lsn, group, index, body.clone()));
-            encode_record(&mut flush, lsn, group, index, RecordKind::Command, &body);
+            encode_record(&mut flush, lsn, group, index, RecordKind::Command, &body)
+                .expect("a non-empty body within the record limit frames");
             lsn += 1;
         }
         pad_to_block(&mut flush);
@@ -366,6 +369,8 @@ pub fn command(data: &[u8]) {
         let again: Command = postcard::from_bytes(&bytes).expect("an encoded command decodes");
         assert_eq!(again, cmd, "command does not round-trip");
         assert_eq!(postcard::to_stdvec(&again).expect("encodes"), bytes, "encoding is not stable");
+        // Admission's size bound never undercounts the record body.
+        assert!(bytes.len() as u64 <= cmd.body_len_bound(), "body_len_bound undercounts {cmd:?}");
     }
 }
 
@@ -435,7 +440,7 @@ pub fn recovery(data: &[u8]) {
     let mut lsn = 1 + u64::from(c.u8() % 4);
     let mut index = vec![0u64; group_count as usize + 1];
     for seq in 1..=1 + c.below(3) as u64 {
-        let mut bytes = SegmentHeader { core: 0, seq, first_lsn: lsn }.encode();
+        let mut bytes = SegmentHeader::new(0, seq, lsn).encode();
         if c.bool() {
             bytes.extend_from_slice(c.bytes(6000));
         } else {
@@ -444,7 +449,8 @@ pub fn recovery(data: &[u8]) {
                 let g = c.below(index.len());
                 index[g] += u64::from(!c.u8().is_multiple_of(3));
                 let body = postcard::to_stdvec(&cmd).expect("a command encodes");
-                encode_record(&mut flush, lsn, g as u32, index[g], RecordKind::Command, &body);
+                encode_record(&mut flush, lsn, g as u32, index[g], RecordKind::Command, &body)
+                    .expect("a non-empty body within the record limit frames");
                 lsn += 1;
                 if c.u8().is_multiple_of(4) {
                     pad_to_block(&mut flush);

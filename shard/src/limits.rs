@@ -7,7 +7,14 @@
 //! than discovered under load.
 
 use crate::error::{Error, Result};
+use crate::state::command::{BATCH_ITEM_OVERHEAD_BYTES, COMMAND_OVERHEAD_BYTES};
 use crate::state::group::GroupLimits;
+use crate::wal::format::MAX_BODY_LEN;
+
+/// Default `max_payload_bytes`.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: u64 = 16 << 20;
+/// Default `max_batch_items`.
+pub const DEFAULT_MAX_BATCH_ITEMS: usize = 4096;
 
 /// What a sender does when a core's mailbox is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +60,8 @@ impl Default for Limits {
             group_queue_depth: 8 * 1024,
             live_waiters_per_core: 64 * 1024,
             max_uncommitted_bytes_per_group: 64 << 20,
-            max_payload_bytes: 16 << 20,
-            max_batch_items: 4096,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_batch_items: DEFAULT_MAX_BATCH_ITEMS,
             dispatch_batch: 256,
             expiry_sweep_interval_ms: 1000,
             group: GroupLimits::default(),
@@ -63,6 +70,12 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// The largest `max_payload_bytes` one log record can carry with these
+    /// limits' `max_batch_items`.
+    pub fn max_payload_for_log(&self) -> u64 {
+        max_payload_for(self.max_batch_items)
+    }
+
     /// Checks every limit and the relationships between them.
     pub fn check(&self) -> Result<()> {
         let positive = [
@@ -90,6 +103,39 @@ impl Limits {
                  (one payload could never be admitted)",
             ));
         }
+        if self.max_payload_bytes > self.group.max_hot_bytes {
+            return Err(Error::bad_request(format!(
+                "max_payload_bytes ({}) must not exceed max_hot_bytes_per_group ({}): a payload of \
+                 the limit could never land in the hot tier",
+                self.max_payload_bytes, self.group.max_hot_bytes
+            )));
+        }
+        let largest = self.max_payload_for_log();
+        if self.max_payload_bytes > largest {
+            return Err(Error::bad_request(format!(
+                "max_payload_bytes ({}) must be at most {largest}: the log's largest record body is {} \
+                 bytes, less the command's own fields and {} batch item prefixes",
+                self.max_payload_bytes, MAX_BODY_LEN, self.max_batch_items
+            )));
+        }
         Ok(())
     }
 }
+
+/// The largest `max_payload_bytes` a log record can carry with batches of
+/// up to `max_batch_items` payloads.
+pub fn max_payload_for(max_batch_items: usize) -> u64 {
+    (MAX_BODY_LEN as u64)
+        .saturating_sub(COMMAND_OVERHEAD_BYTES)
+        .saturating_sub(max_batch_items as u64 * BATCH_ITEM_OVERHEAD_BYTES)
+}
+
+// The defaults relate as `Limits::check` requires (checked at compile time).
+const _: () = {
+    assert!(
+        DEFAULT_MAX_PAYLOAD_BYTES
+            + COMMAND_OVERHEAD_BYTES
+            + DEFAULT_MAX_BATCH_ITEMS as u64 * BATCH_ITEM_OVERHEAD_BYTES
+            <= MAX_BODY_LEN as u64
+    );
+};

@@ -220,7 +220,8 @@ fn install_needs_the_pack_files_its_chunks_name() {
 fn hot_backpressure_rejects_then_recovers_after_a_flush() {
     let dir = tempfile::tempdir().unwrap();
     futures::executor::block_on(async {
-        let e = Engine::open(config(dir.path()).max_hot_bytes_per_group(1000)).unwrap();
+        let e =
+            Engine::open(config(dir.path()).max_hot_bytes_per_group(1000).max_payload_bytes(1000)).unwrap();
         let id = sid("b", "full");
         e.create(Create::new(id.clone())).await.unwrap();
         for seq in 0..9 {
@@ -358,6 +359,7 @@ fn soak_keeps_hot_bytes_and_wal_bounded() {
         .cores(2)
         .groups(4)
         .max_hot_bytes_per_group(hot_limit)
+        .max_payload_bytes(hot_limit)
         .min_hot_bytes(4 * 1024)
         .flush_interval(Duration::from_millis(5))
         .max_batch_bytes(32 * 1024)

@@ -27,6 +27,8 @@ pub struct Stats {
     pub installs: u64,
     /// Installs of a snapshot that was not ahead of the group, refused.
     pub installs_refused: u64,
+    /// Installs that would have waited for the core's checkpoint run.
+    pub installs_deferred: u64,
     pub retries: u64,
     /// Unacknowledged entries that a restart kept, and ones it dropped.
     pub recovered_unacked: u64,
@@ -65,6 +67,7 @@ impl Stats {
             (&mut self.checkpoints, other.checkpoints),
             (&mut self.installs, other.installs),
             (&mut self.installs_refused, other.installs_refused),
+            (&mut self.installs_deferred, other.installs_deferred),
             (&mut self.retries, other.retries),
             (&mut self.recovered_unacked, other.recovered_unacked),
             (&mut self.lost_unacked, other.lost_unacked),
@@ -91,7 +94,7 @@ impl fmt::Display for Stats {
             f,
             "{} steps, {} commands, {} logged, {} acked, {} restarts ({} power losses, {} with unsynced \
              bytes), {} device faults, \
-             {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused), \
+             {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused, {} deferred), \
              {} retries, unacked kept/dropped {}/{}; cold: {} flushes, {} compactions, {} files removed, \
              {} purges ({} buckets erased), {} packs damaged, {} damaged reads refused, {} orphans swept, \
              {} pack faults, {} packs torn",
@@ -109,6 +112,7 @@ impl fmt::Display for Stats {
             self.checkpoints,
             self.installs,
             self.installs_refused,
+            self.installs_deferred,
             self.retries,
             self.recovered_unacked,
             self.lost_unacked,

@@ -544,8 +544,20 @@ impl Sim {
             self.stats.installs_refused += 1;
             return Ok(());
         }
+        if self.cores[self.core_of(g)].checkpoint.is_some() {
+            // The runtime's install waits for the core's checkpoint run (it
+            // takes the checkpoint lock); here it simply does not happen.
+            self.stats.installs_deferred += 1;
+            return Ok(());
+        }
+        // Logged by reference: the installed state is the group's durable
+        // checkpoint before its `InstallRef` record is submitted.
+        let group = &mut self.groups[g as usize];
         group.live = state;
         group.model_live = model.clone();
+        group.checkpointed_index = index;
+        self.checkpoints.renamed.remove(&g);
+        self.checkpoints.durable.insert(g, bytes.clone());
         self.stats.installs += 1;
         self.submit(g, index, Entry::Install(bytes, Box::new(model)), None)
     }
@@ -556,7 +568,7 @@ impl Sim {
         let core = &mut self.cores[g as usize % self.setup.cores];
         let body = match &entry {
             Entry::Command(cmd) => EntryBody::Command(cmd.as_ref()),
-            Entry::Install(bytes, _) => EntryBody::Install(bytes),
+            Entry::Install(bytes, _) => EntryBody::InstallRef(*blake3::hash(bytes).as_bytes()),
         };
         let submitted = core.log.submit(LogEntry { group: g, index, body }).now_or_never();
         match submitted {

@@ -3,8 +3,10 @@
 //!
 //! Admission comes first and reveals nothing of the group's state: a
 //! command whose payload would take the group's uncommitted bytes past
-//! `max_uncommitted_bytes_per_group` is refused before it is applied, so a
-//! refused command changes nothing. An applied command either left the
+//! `max_uncommitted_bytes_per_group`, or that could not fit one log record
+//! (its [`Command::body_len_bound`] beyond the WAL's largest body), is
+//! refused before it is applied, so a refused command changes nothing and
+//! nothing the state machine applied can then fail to be logged. An applied command either left the
 //! state as it was (a duplicate, an idempotent re-create, a rejection): its
 //! answer waits only for the group's earlier entries; or it changed the
 //! state, advancing the commit index by exactly one: then it must be logged
@@ -13,6 +15,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::command::{Command, Effect, Response};
 use crate::state::group::GroupState;
+use crate::wal::format::MAX_BODY_LEN;
 
 /// What a group must do with a command after [`admit_and_apply`].
 #[derive(Debug)]
@@ -43,6 +46,13 @@ pub fn admit_and_apply(
     uncommitted_bytes: u64,
     max_uncommitted_bytes: u64,
 ) -> Mutation {
+    let bound = cmd.body_len_bound();
+    if bound > MAX_BODY_LEN as u64 {
+        return Mutation::Refused(Error::new(ErrorKind::PayloadTooLarge {
+            len: bound,
+            limit: MAX_BODY_LEN as u64,
+        }));
+    }
     let added = cmd.payload_len();
     if added > 0 && uncommitted_bytes.saturating_add(added) > max_uncommitted_bytes {
         return Mutation::Refused(Error::new(ErrorKind::UncommittedBackpressure {
@@ -89,6 +99,43 @@ mod tests {
             other => panic!("expected a refusal, got {other:?}"),
         }
         assert_eq!(state.encode_snapshot(), before);
+    }
+
+    // SPEC §4: a command that could not fit one log record is refused
+    // before it is applied (here: attributes past the record limit), so
+    // nothing applied can fail to be logged.
+    #[test]
+    fn a_command_beyond_the_record_limit_is_refused() {
+        let (mut state, id) = group();
+        let before = state.encode_snapshot();
+        let huge = Command {
+            now_ms: 2,
+            op: Op::Append(crate::state::command::Append {
+                content_type: Some("x".repeat(MAX_BODY_LEN)),
+                ..crate::state::command::Append::from(Append::new(id, vec![1u8]))
+            }),
+        };
+        match admit_and_apply(&mut state, &huge, 0, u64::MAX) {
+            Mutation::Refused(e) => assert_eq!(e.code(), ErrorCode::PayloadTooLarge),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(state.encode_snapshot(), before);
+    }
+
+    // The bound is an upper bound of the real encoding.
+    #[test]
+    fn the_body_bound_covers_the_encoding() {
+        let id = StreamId::new("bucket", "stream").unwrap();
+        let commands = [
+            Command { now_ms: u64::MAX, op: Op::from(Create::new(id.clone()).content_type("text/plain")) },
+            Command { now_ms: 7, op: Op::from(Append::new(id.clone(), vec![9u8; 300]).producer("p", 3, 9)) },
+            Command { now_ms: 7, op: Op::Delete(id) },
+            Command { now_ms: 7, op: Op::GcAck { seqs: vec![u64::MAX; 5] } },
+        ];
+        for cmd in commands {
+            let encoded = postcard::to_stdvec(&cmd).unwrap().len() as u64;
+            assert!(encoded <= cmd.body_len_bound(), "{cmd:?}: {encoded} > {}", cmd.body_len_bound());
+        }
     }
 
     // SPEC §2: an applied mutation is logged at the next commit index; a

@@ -31,7 +31,9 @@ use crate::state::api::{GroupSnapshot, Read, ReadReply};
 use crate::state::command::{Command, Effect, Op, Response};
 use crate::state::group::GroupState;
 use crate::state::name::StreamId;
+use crate::wal::device::sync_dir;
 use crate::wal::log::{EntryBody, LogEntry, Lsn};
+use crate::wal::recovery::write_checkpoint;
 
 /// A group as its core holds it.
 #[derive(Debug)]
@@ -424,11 +426,34 @@ impl Group {
             Err(err) => return self.answer(core, Err(err), tx, sent_at, kind),
         };
         let index = state.commit_index();
-        self.state.replace(state);
+        // The installed state is logged by reference: it becomes the group's
+        // checkpoint (written, synced, renamed, directory synced) before the
+        // log records that it happened, so no record ever has to hold a
+        // whole group (a group at its hot limit is as large as the log's
+        // largest record). Holding the checkpoint lock keeps a checkpoint
+        // run from renaming an older state of the group over it.
+        let written = {
+            let _no_checkpoint_run = core.checkpoint_lock.lock().await;
+            let (dir, id, bytes) = (core.checkpoint_dir.clone(), self.id, snapshot.bytes.clone());
+            let written = crate::local::blocking::run(move || {
+                write_checkpoint(&dir, id, &bytes)?;
+                sync_dir(&dir)
+            })
+            .await;
+            if written.is_ok() {
+                self.state.replace(state);
+                self.checkpointed_index.set(index);
+            }
+            written
+        };
+        if let Err(err) = written {
+            return self.answer(core, Err(err), tx, sent_at, kind);
+        }
         self.account(core, &Ok(Response::Touched { renewed: false }));
         let effects: Vec<Effect> =
             core.waiters.borrow().streams_of_group(self.id).into_iter().map(Effect::Advanced).collect();
-        let entry = LogEntry { group: self.id, index, body: EntryBody::Install(&snapshot.bytes) };
+        let digest = *blake3::hash(&snapshot.bytes).as_bytes();
+        let entry = LogEntry { group: self.id, index, body: EntryBody::InstallRef(digest) };
         match core.commit.submit(entry).await {
             Ok(lsn) => {
                 self.last_lsn.set(lsn);

@@ -25,8 +25,11 @@ pub const RECORD_HEADER_LEN: usize = 29;
 pub const MAX_BODY_LEN: usize = 64 << 20;
 /// First eight bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"RILLWAL\0";
-/// Segment format version written by this code, the only one it reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// Segment format version written by this code.
+pub const FORMAT_VERSION: u16 = 2;
+/// Oldest segment format version this code reads (version 1 segments hold
+/// no `InstallRef` records; everything else is the same).
+pub const OLDEST_READ_VERSION: u16 = 1;
 
 /// Header bytes covered by the header checksum.
 const HEADER_CHECKED_LEN: usize = 32;
@@ -40,6 +43,10 @@ const RECORD_CHECKED_FROM: usize = 8;
 /// core's sequence of segments, and the lowest lsn its records may carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The segment format version (what [`SegmentHeader::new`] writes is
+    /// [`FORMAT_VERSION`]; a decoded header keeps the version it was
+    /// written with).
+    pub version: u16,
     pub core: u32,
     pub seq: u64,
     pub first_lsn: u64,
@@ -66,11 +73,16 @@ impl HeaderFault {
 }
 
 impl SegmentHeader {
+    /// A header of the current format version.
+    pub const fn new(core: u32, seq: u64, first_lsn: u64) -> Self {
+        SegmentHeader { version: FORMAT_VERSION, core, seq, first_lsn }
+    }
+
     /// The header block: exactly [`HEADER_LEN`] bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![0u8; HEADER_LEN];
         out[0..8].copy_from_slice(&MAGIC);
-        out[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[8..10].copy_from_slice(&self.version.to_le_bytes());
         // [10..12) reserved, zero.
         out[12..16].copy_from_slice(&self.core.to_le_bytes());
         out[16..24].copy_from_slice(&self.seq.to_le_bytes());
@@ -102,8 +114,11 @@ pub(super) fn check_header(bytes: &[u8]) -> std::result::Result<SegmentHeader, H
         return Err(HeaderFault::Unrecognised("not a WAL segment: bad magic".into()));
     }
     let version = u16_at(block, 8);
-    if version != FORMAT_VERSION {
-        return Err(HeaderFault::Unrecognised(format!("unsupported format version {version}")));
+    if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
+        return Err(HeaderFault::Unrecognised(format!(
+            "segment format version {version}; this build reads versions {OLDEST_READ_VERSION} to \
+             {FORMAT_VERSION}"
+        )));
     }
     if u16_at(block, 10) != 0 {
         return Err(HeaderFault::Unrecognised("nonzero reserved field".into()));
@@ -112,7 +127,12 @@ pub(super) fn check_header(bytes: &[u8]) -> std::result::Result<SegmentHeader, H
         let at = HEADER_FIELDS_LEN + i;
         return Err(HeaderFault::Unrecognised(format!("nonzero byte at offset {at} of the header block")));
     }
-    Ok(SegmentHeader { core: u32_at(block, 12), seq: u64_at(block, 16), first_lsn: u64_at(block, 24) })
+    Ok(SegmentHeader {
+        version,
+        core: u32_at(block, 12),
+        seq: u64_at(block, 16),
+        first_lsn: u64_at(block, 24),
+    })
 }
 
 /// What a record's body holds.
@@ -121,8 +141,13 @@ pub(super) fn check_header(bytes: &[u8]) -> std::result::Result<SegmentHeader, H
 pub enum RecordKind {
     /// A postcard-encoded [`crate::state::command::Command`].
     Command = 1,
-    /// An encoded group snapshot that replaces the group's state.
+    /// An encoded group snapshot that replaces the group's state (written
+    /// by format version 1 only; still read).
     Install = 2,
+    /// A group snapshot installed at the record's index, which the group's
+    /// checkpoint file holds (written and synced before the record); the
+    /// body is the snapshot's 32-byte BLAKE3.
+    InstallRef = 3,
 }
 
 impl RecordKind {
@@ -136,6 +161,7 @@ impl RecordKind {
         match byte {
             1 => Some(RecordKind::Command),
             2 => Some(RecordKind::Install),
+            3 => Some(RecordKind::InstallRef),
             _ => None,
         }
     }
@@ -146,15 +172,27 @@ pub fn encoded_len(body_len: usize) -> usize {
     RECORD_HEADER_LEN + body_len
 }
 
-/// Appends one framed record to `out`.
-///
-/// # Panics
-///
-/// If `body` is empty or longer than [`MAX_BODY_LEN`]: an empty body would
-/// read back as padding and a longer one as invalid, so either is a bug in
-/// the caller, not a condition to write down.
-pub fn encode_record(out: &mut Vec<u8>, lsn: u64, group: u32, index: u64, kind: RecordKind, body: &[u8]) {
-    assert!(!body.is_empty() && body.len() <= MAX_BODY_LEN, "WAL record body of {} bytes", body.len());
+/// Appends one framed record to `out`. A body that is empty (it would read
+/// back as padding) or longer than [`MAX_BODY_LEN`] (it would read back as
+/// invalid) is refused with `PayloadTooLarge`/`BadRequest` and `out` is left
+/// as it was.
+pub fn encode_record(
+    out: &mut Vec<u8>,
+    lsn: u64,
+    group: u32,
+    index: u64,
+    kind: RecordKind,
+    body: &[u8],
+) -> Result<()> {
+    if body.is_empty() {
+        return Err(Error::bad_request("a WAL record needs a non-empty body"));
+    }
+    if body.len() > MAX_BODY_LEN {
+        return Err(Error::new(crate::error::ErrorKind::PayloadTooLarge {
+            len: body.len() as u64,
+            limit: MAX_BODY_LEN as u64,
+        }));
+    }
     let start = out.len();
     out.reserve(encoded_len(body.len()));
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -167,6 +205,7 @@ pub fn encode_record(out: &mut Vec<u8>, lsn: u64, group: u32, index: u64, kind: 
     let crc = crc32c::crc32c(&out[start + RECORD_CHECKED_FROM..]);
     out[start + RECORD_CRC_AT..start + RECORD_CHECKED_FROM].copy_from_slice(&crc.to_le_bytes());
     debug_assert_eq!(out.len() - start, encoded_len(body.len()));
+    Ok(())
 }
 
 /// Zero-pads `out` to a multiple of [`BLOCK`] (nothing when it already is

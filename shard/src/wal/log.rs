@@ -36,8 +36,9 @@ pub type Lsn = u64;
 pub enum EntryBody<'a> {
     /// A mutating command applied at `index`.
     Command(&'a Command),
-    /// A whole group state installed at `index` (encoded group snapshot).
-    Install(&'a [u8]),
+    /// A group state installed at `index`: the group's checkpoint file
+    /// already holds it (durably); the entry carries the snapshot's BLAKE3.
+    InstallRef([u8; 32]),
 }
 
 /// One entry: a group's mutation at its commit index.
@@ -53,7 +54,7 @@ impl LogEntry<'_> {
     pub fn payload_len(&self) -> u64 {
         match self.body {
             EntryBody::Command(cmd) => cmd.payload_len(),
-            EntryBody::Install(bytes) => bytes.len() as u64,
+            EntryBody::InstallRef(_) => 0,
         }
     }
 }

@@ -206,10 +206,19 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
         }
         // An installed snapshot carries its own commit index, which may lie
         // any distance ahead; a command carries exactly the next one.
-        if record.index != current + 1 && record.kind != RecordKind::Install {
+        if record.index != current + 1 && record.kind == RecordKind::Command {
             return Err(where_(&format!("group {g} jumps from index {current} to {}", record.index)));
         }
         match record.kind {
+            RecordKind::InstallRef => {
+                // The install wrote the group's checkpoint before logging
+                // this reference, so the checkpoint is already at (or past)
+                // its index.
+                return Err(where_(&format!(
+                    "group {g} installed a snapshot at index {} but its checkpoint is at {current}",
+                    record.index
+                )));
+            }
             RecordKind::Command => {
                 let cmd: Command = postcard::from_bytes(record.body)
                     .map_err(|e| where_(&format!("undecodable command: {e}")))?;

@@ -52,7 +52,7 @@ impl Built {
     }
 }
 
-const HEADER: SegmentHeader = SegmentHeader { core: 3, seq: 17, first_lsn: 100 };
+const HEADER: SegmentHeader = SegmentHeader::new(3, 17, 100);
 
 fn build(header: SegmentHeader, flushes: &[Vec<Rec>]) -> Built {
     let mut bytes = header.encode();
@@ -63,7 +63,7 @@ fn build(header: SegmentHeader, flushes: &[Vec<Rec>]) -> Built {
         let mut buf = Vec::new();
         for r in flush {
             pos.push(start + buf.len());
-            encode_record(&mut buf, r.lsn, r.group, r.index, r.kind, &r.body);
+            encode_record(&mut buf, r.lsn, r.group, r.index, r.kind, &r.body).unwrap();
             records.push(r.clone());
         }
         pad_to_block(&mut buf);
@@ -165,15 +165,14 @@ fn checksum_is_crc32c() {
 // FORMAT.md: the header block, byte by byte.
 #[test]
 fn header_layout_and_round_trip() {
-    let header =
-        SegmentHeader { core: 0x0A0B_0C0D, seq: 0x1122_3344_5566_7788, first_lsn: 0x0102_0304_0506_0708 };
+    let header = SegmentHeader::new(0x0A0B_0C0D, 0x1122_3344_5566_7788, 0x0102_0304_0506_0708);
     let bytes = header.encode();
     assert_eq!(bytes.len(), BLOCK);
     assert_eq!(HEADER_LEN, BLOCK);
     assert_eq!(&bytes[0..8], b"RILLWAL\0");
     assert_eq!(MAGIC, *b"RILLWAL\0");
-    assert_eq!(&bytes[8..10], &[1, 0]);
-    assert_eq!(FORMAT_VERSION, 1);
+    assert_eq!(&bytes[8..10], &[2, 0]);
+    assert_eq!(FORMAT_VERSION, 2);
     assert_eq!(&bytes[10..12], &[0, 0]);
     assert_eq!(&bytes[12..16], &[0x0D, 0x0C, 0x0B, 0x0A]);
     assert_eq!(&bytes[16..24], &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
@@ -181,6 +180,17 @@ fn header_layout_and_round_trip() {
     assert_eq!(&bytes[32..36], &crc32c::crc32c(&bytes[..32]).to_le_bytes());
     assert!(bytes[36..].iter().all(|&b| b == 0));
     assert_eq!(SegmentHeader::decode(&bytes), Ok(header));
+    // A version 1 header (what the previous release wrote) still reads,
+    // and keeps its version; one newer than this build is refused, naming
+    // both versions.
+    let old = SegmentHeader { version: 1, ..header };
+    assert_eq!(SegmentHeader::decode(&old.encode()), Ok(old));
+    let mut future = bytes.clone();
+    future[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let crc = crc32c::crc32c(&future[..32]);
+    future[32..36].copy_from_slice(&crc.to_le_bytes());
+    let err = SegmentHeader::decode(&future).expect_err("a newer version");
+    assert!(err.to_string().contains("version 3") && err.to_string().contains("1 to 2"), "{err}");
     // Bytes after the header block (the records) do not matter to it.
     let mut longer = bytes.clone();
     longer.extend_from_slice(&[0xFF; 100]);
@@ -202,7 +212,8 @@ fn record_layout() {
         0x1122_3344_5566_7788,
         RecordKind::Install,
         b"abc",
-    );
+    )
+    .unwrap();
     let mut want = vec![0xEE, 3, 0, 0, 0, 0, 0, 0, 0];
     want.extend_from_slice(&[8, 7, 6, 5, 4, 3, 2, 1]);
     want.extend_from_slice(&[0x0D, 0x0C, 0x0B, 0x0A]);
@@ -216,8 +227,9 @@ fn record_layout() {
     assert_eq!(RECORD_HEADER_LEN, 29);
     assert_eq!(RecordKind::Command.as_byte(), 1);
     assert_eq!(RecordKind::from_byte(2), Some(RecordKind::Install));
+    assert_eq!(RecordKind::from_byte(3), Some(RecordKind::InstallRef));
     assert_eq!(RecordKind::from_byte(0), None);
-    assert_eq!(RecordKind::from_byte(3), None);
+    assert_eq!(RecordKind::from_byte(4), None);
 }
 
 // FORMAT.md: every flush is padded with zeros to the next block boundary.
@@ -261,7 +273,7 @@ fn a_command_body_round_trips() {
     let command = Command { now_ms: 1_700_000_000_123, op: Op::ExpireDue };
     let body = postcard::to_allocvec(&command).expect("encodes");
     let mut bytes = HEADER.encode();
-    encode_record(&mut bytes, HEADER.first_lsn, 5, 9, RecordKind::Command, &body);
+    encode_record(&mut bytes, HEADER.first_lsn, 5, 9, RecordKind::Command, &body).unwrap();
     let scan = scan_segment(&bytes).expect("clean");
     assert_eq!(scan.records.len(), 1);
     let decoded: Command = postcard::from_bytes(scan.records[0].body).expect("decodes");
@@ -272,7 +284,7 @@ fn a_command_body_round_trips() {
 #[test]
 fn decode_record_at_classifies_positions() {
     let mut bytes = HEADER.encode();
-    encode_record(&mut bytes, 100, 1, 1, RecordKind::Command, &[9; 10]);
+    encode_record(&mut bytes, 100, 1, 1, RecordKind::Command, &[9; 10]).unwrap();
     let record_end = HEADER_LEN + encoded_len(10);
     match decode_record_at(&bytes, HEADER_LEN) {
         RecordAt::Valid(r, next) => {
@@ -314,7 +326,7 @@ fn decode_record_at_classifies_positions() {
     // A flipped body bit, and a kind byte no record has (checksum fixed up).
     let bad_crc = flip(&bytes, record_end - 1, 3);
     assert_eq!(decode_record_at(&bad_crc, HEADER_LEN), RecordAt::Invalid(InvalidRecord::ChecksumMismatch));
-    let unknown = with_kind(&bytes, HEADER_LEN, 10, 3);
+    let unknown = with_kind(&bytes, HEADER_LEN, 10, 4);
     assert_eq!(decode_record_at(&unknown, HEADER_LEN), RecordAt::Invalid(InvalidRecord::UnknownKind));
 }
 
@@ -564,7 +576,7 @@ fn a_whole_but_foreign_header_is_corruption() {
         bytes
     };
     let mut version = header.clone();
-    version[8] = 2;
+    version[8] = 9;
     let mut magic = header.clone();
     magic[0] = b'X';
     let mut reserved = header.clone();
@@ -588,7 +600,7 @@ fn lsn_rule() {
         let mut pos = Vec::new();
         for &lsn in lsns {
             pos.push(bytes.len());
-            encode_record(&mut bytes, lsn, 0, lsn, RecordKind::Command, b"x");
+            encode_record(&mut bytes, lsn, 0, lsn, RecordKind::Command, b"x").unwrap();
         }
         (bytes, pos)
     };
@@ -602,9 +614,9 @@ fn lsn_rule() {
     // The lsn after the largest one does not exist.
     let header = SegmentHeader { first_lsn: u64::MAX, ..HEADER };
     let mut bytes = header.encode();
-    encode_record(&mut bytes, u64::MAX, 0, 1, RecordKind::Command, b"x");
+    encode_record(&mut bytes, u64::MAX, 0, 1, RecordKind::Command, b"x").unwrap();
     let second = bytes.len();
-    encode_record(&mut bytes, 0, 0, 2, RecordKind::Command, b"x");
+    encode_record(&mut bytes, 0, 0, 2, RecordKind::Command, b"x").unwrap();
     assert_corrupted_at(&bytes, second, "wrap-around");
 }
 
@@ -634,7 +646,7 @@ fn the_forward_search_sees_unaligned_records_and_ignores_stale_ones() {
     // A stale record (an lsn already seen) inside the garbage changes nothing.
     let mut stale = garbage.clone();
     let mut record = Vec::new();
-    encode_record(&mut record, 101, 0, 1, RecordKind::Command, b"old");
+    encode_record(&mut record, 101, 0, 1, RecordKind::Command, b"old").unwrap();
     stale[garbage_at + 1001..garbage_at + 1001 + record.len()].copy_from_slice(&record);
     assert!(matches!(scan_segment(&stale).expect("stale").end, ScanEnd::TornTail { .. }));
 
@@ -643,7 +655,7 @@ fn the_forward_search_sees_unaligned_records_and_ignores_stale_ones() {
     for lsn in [103, 104, 5000] {
         let mut later = garbage.clone();
         let mut record = Vec::new();
-        encode_record(&mut record, lsn, 0, 1, RecordKind::Install, b"new");
+        encode_record(&mut record, lsn, 0, 1, RecordKind::Install, b"new").unwrap();
         later[garbage_at + 1001..garbage_at + 1001 + record.len()].copy_from_slice(&record);
         assert_corrupted_at(&later, garbage_at, &format!("lsn {lsn}"));
     }
@@ -652,11 +664,11 @@ fn the_forward_search_sees_unaligned_records_and_ignores_stale_ones() {
     let mut empty = HEADER.encode();
     empty.extend(body(8, BLOCK));
     let mut record = Vec::new();
-    encode_record(&mut record, HEADER.first_lsn - 1, 0, 1, RecordKind::Command, b"old");
+    encode_record(&mut record, HEADER.first_lsn - 1, 0, 1, RecordKind::Command, b"old").unwrap();
     empty[HEADER_LEN + 77..HEADER_LEN + 77 + record.len()].copy_from_slice(&record);
     assert!(matches!(scan_segment(&empty).expect("stale").end, ScanEnd::TornTail { at: 4096, .. }));
     record.clear();
-    encode_record(&mut record, HEADER.first_lsn, 0, 1, RecordKind::Command, b"new");
+    encode_record(&mut record, HEADER.first_lsn, 0, 1, RecordKind::Command, b"new").unwrap();
     empty[HEADER_LEN + 77..HEADER_LEN + 77 + record.len()].copy_from_slice(&record);
     assert_corrupted_at(&empty, HEADER_LEN, "first_lsn after garbage");
 }
@@ -684,7 +696,7 @@ fn a_large_mostly_zero_segment() {
     // right after a run of zeros.
     for body_len in [4, 0x100, 0x1_0000, 0x100_0000] {
         let mut record = Vec::new();
-        encode_record(&mut record, 102, 0, 1, RecordKind::Command, &body(9, body_len));
+        encode_record(&mut record, 102, 0, 1, RecordKind::Command, &body(9, body_len)).unwrap();
         let mut hidden = torn.clone();
         let at = len - record.len() - 3;
         hidden[at..at + record.len()].copy_from_slice(&record);
@@ -700,7 +712,7 @@ fn check_scan_is_sound(bytes: &[u8]) -> Option<SegmentScan<'_>> {
     let mut last_end = HEADER_LEN;
     for (i, r) in scan.records.iter().enumerate() {
         let mut again = Vec::new();
-        encode_record(&mut again, r.lsn, r.group, r.index, r.kind, r.body);
+        encode_record(&mut again, r.lsn, r.group, r.index, r.kind, r.body).unwrap();
         let pos = r.pos as usize;
         assert!(pos >= last_end, "records do not overlap");
         assert_eq!(&bytes[pos..pos + again.len()], &again[..], "record {i} re-encodes to its bytes");
@@ -730,7 +742,7 @@ fn segment_strategy() -> impl Strategy<Value = Built> {
                     break;
                 }
             }
-            let header = SegmentHeader { core: 1, seq: 2, first_lsn };
+            let header = SegmentHeader::new(1, 2, first_lsn);
             build(header, &flushes(recs(first_lsn + (sizes.len() as u64 % 3), &sizes), &counts))
         })
 }

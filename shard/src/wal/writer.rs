@@ -266,7 +266,7 @@ impl Inner {
                 (seq, name, file)
             }
         };
-        let header = SegmentHeader { core: self.core, seq, first_lsn }.encode();
+        let header = SegmentHeader::new(self.core, seq, first_lsn).encode();
         file.write_at(header, 0).await?;
         // The header must be durable before any record of the segment can
         // be: records behind a missing header would read as corruption.
@@ -393,15 +393,18 @@ impl LogStore for WalLog {
                     encoded.map_err(|e| Error::corrupted(format!("command does not encode: {e}")))?;
                     (RecordKind::Command, &scratch[..])
                 }
-                EntryBody::Install(bytes) => (RecordKind::Install, bytes),
+                EntryBody::InstallRef(ref digest) => (RecordKind::InstallRef, &digest[..]),
             };
             let mut st = inner.state.borrow_mut();
             let lsn = st.next_lsn;
+            let first_in_batch = st.buf.is_empty();
+            // A body the format cannot frame is refused before it takes an
+            // LSN: the log stays as it was.
+            encode_record(&mut st.buf, lsn, entry.group, entry.index, kind, body)?;
             st.next_lsn += 1;
-            if st.buf.is_empty() {
+            if first_in_batch {
                 st.buf_first_lsn = lsn;
             }
-            encode_record(&mut st.buf, lsn, entry.group, entry.index, kind, body);
             drop(st);
             inner.flusher.notify();
             Ok(lsn)

@@ -138,7 +138,88 @@ impl Command {
             _ => 0,
         }
     }
+
+    /// An upper bound of this command's encoded size (the WAL record body):
+    /// every variable-length field at its length plus a varint prefix,
+    /// every fixed field at its widest. Cheap: it walks the fields, it does
+    /// not encode.
+    pub fn body_len_bound(&self) -> u64 {
+        fn text(s: &str) -> u64 {
+            s.len() as u64 + VARINT_MAX
+        }
+        fn opt(s: &Option<String>) -> u64 {
+            1 + s.as_deref().map_or(0, text)
+        }
+        fn id(id: &StreamId) -> u64 {
+            text(id.bucket()) + text(id.stream())
+        }
+        fn producer(p: &Option<Producer>) -> u64 {
+            1 + p.as_ref().map_or(0, |p| text(&p.id) + 2 * VARINT_MAX)
+        }
+        fn pack(p: &PackCommit) -> u64 {
+            let slices: u64 = p.slices.iter().map(|s| id(&s.stream) + 5 * VARINT_MAX + 32).sum();
+            3 * VARINT_MAX + text(&p.bucket) + text(&p.file) + slices
+        }
+        let op = match &self.op {
+            Op::Create(c) => {
+                id(&c.id)
+                    + opt(&c.content_type)
+                    + 1
+                    + c.initial_payload.as_ref().map_or(0, |p| p.len() as u64 + VARINT_MAX)
+                    + 2 * (1 + VARINT_MAX)
+                    + 1
+                    + opt(&c.attrs)
+                    + producer(&c.producer)
+                    + opt(&c.stream_seq)
+            }
+            Op::Append(a) => {
+                id(&a.id)
+                    + a.payload.len() as u64
+                    + VARINT_MAX
+                    + opt(&a.content_type)
+                    + 1
+                    + opt(&a.stream_seq)
+                    + producer(&a.producer)
+            }
+            Op::AppendBatch(b) => {
+                let items: u64 = b.payloads.iter().map(|p| p.len() as u64 + VARINT_MAX).sum();
+                id(&b.id) + VARINT_MAX + items + opt(&b.content_type) + producer(&b.producer)
+            }
+            Op::Close(c) => id(&c.id) + producer(&c.producer) + opt(&c.stream_seq),
+            Op::Delete(s) | Op::Touch(s) => id(s),
+            Op::SetAttrs { id: s, attrs } => id(s) + opt(attrs),
+            Op::PublishSnapshot(p) => {
+                id(&p.id) + VARINT_MAX + text(&p.content_type) + p.payload.len() as u64 + VARINT_MAX + 33
+            }
+            Op::AdvanceRetention { id: s, .. } => id(s) + VARINT_MAX,
+            Op::ExpireDue => 0,
+            Op::FlushCommit(f) => VARINT_MAX + f.packs.iter().map(pack).sum::<u64>(),
+            Op::GcAck { seqs } => VARINT_MAX * (1 + seqs.len() as u64),
+            Op::PurgeBucket { bucket } => text(bucket),
+            Op::CompactCommit(c) => {
+                id(&c.stream) + 4 * VARINT_MAX + c.inputs.len() as u64 * 2 * VARINT_MAX + pack(&c.output)
+            }
+        };
+        // now_ms and the variant tag.
+        2 * VARINT_MAX + op
+    }
 }
+
+/// The widest varint postcard writes (a `u64`).
+const VARINT_MAX: u64 = 10;
+
+/// Encoded bytes a command needs beyond its payloads and their per-item
+/// prefixes, with names at their longest, attributes at their largest and
+/// 8 KiB for the short strings (content type, stream seq, producer id).
+/// `Limits::check` holds `max_payload_bytes` to the log's largest record
+/// body minus this and the batch prefixes, so every payload within the
+/// limit fits a record; a command whose short strings are larger still is
+/// refused at admission (`PayloadTooLarge`), never half-logged.
+pub const COMMAND_OVERHEAD_BYTES: u64 =
+    2 * (crate::state::name::MAX_NAME_LEN as u64) + crate::state::api::MAX_ATTRS_BYTES as u64 + 8 * 1024;
+
+/// Per-item prefix bytes of a batch's payloads.
+pub const BATCH_ITEM_OVERHEAD_BYTES: u64 = VARINT_MAX;
 
 macro_rules! op_from {
     ($($api:ident => $variant:ident),*) => {$(

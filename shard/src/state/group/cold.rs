@@ -182,6 +182,15 @@ pub fn pack_file_name(group: u32, pack_id: u64) -> String {
 /// First pack number compaction plans use (flush plans use those below).
 const COMPACTION_PACKS: u64 = 1 << 15;
 
+/// Slices one flush moves at most, so its commit stays a small log record
+/// however many streams hold hot bytes (a slice's commit is at most about
+/// 600 bytes).
+pub const MAX_SLICES_PER_FLUSH: usize = 8192;
+
+/// Reclamation entries one job removes and acknowledges at most, so its
+/// acknowledgement stays a small log record.
+pub const MAX_GC_PER_JOB: usize = 65_536;
+
 impl GroupState {
     /// The cold bookkeeping.
     pub fn cold(&self) -> &ColdState {
@@ -199,6 +208,7 @@ impl GroupState {
     pub fn plan_flush(&self, limits: &FlushLimits) -> Vec<PackPlan> {
         let mut plans = Vec::new();
         let mut planned = 0u64;
+        let mut slices = 0usize;
         let base = self.commit_index << 16;
         'buckets: for (bucket, streams) in &self.buckets {
             let mut pack: Option<PackPlan> = None;
@@ -208,7 +218,10 @@ impl GroupState {
                 // `from` counts the records already planned.
                 let mut from = 0usize;
                 while from < stream.records.len() {
-                    if planned >= limits.max_flush_bytes || plans.len() as u64 >= COMPACTION_PACKS - 2 {
+                    if planned >= limits.max_flush_bytes
+                        || plans.len() as u64 >= COMPACTION_PACKS - 2
+                        || slices >= MAX_SLICES_PER_FLUSH
+                    {
                         plans.extend(pack.take());
                         break 'buckets;
                     }
@@ -245,6 +258,7 @@ impl GroupState {
                     });
                     pack_bytes += bytes;
                     planned += bytes;
+                    slices += 1;
                 }
             }
             plans.extend(pack.take());
@@ -312,6 +326,7 @@ impl GroupState {
             .gc
             .iter()
             .filter(|(_, e)| e.not_before_ms <= now_ms)
+            .take(MAX_GC_PER_JOB)
             .map(|(s, e)| (*s, e.file.clone()))
             .collect()
     }
