@@ -8,7 +8,7 @@
 //! appends at their offsets with their bytes, acknowledged closes and
 //! deletes in force, nothing beyond a prefix of what was sent, no holes, no
 //! duplicates, and producer resends across the crash deduplicated exactly
-//! when the op had landed. See [`rill_tests::crash_workload`] for the
+//! when the op had landed. See [`rill_tests::crash`] for the
 //! workload, the transcript format and the model.
 //!
 //! The seed is printed first; `RILL_CRASH_SEED=<seed>` replays the same
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::executor::block_on;
 use rill::Engine;
-use rill_tests::crash_workload::{engine_config, mix, Model, Resend, Rng, TAG_PARENT};
+use rill_tests::crash::{engine_config, mix, Model, Resend, Rng, TAG_PARENT};
 
 const DEFAULT_CYCLES: u32 = 20;
 /// How long a child may take to open the engine (recovery included).

@@ -3,7 +3,7 @@
 //!
 //! It opens the engine on the data directory (checking nothing: the parent
 //! verifies), prints `O`, then runs one cycle of the crash workload
-//! ([`rill_tests::crash_workload`]): first the producer ops the parent asks
+//! ([`rill_tests::crash`]): first the producer ops the parent asks
 //! it to send again, then the scripts of the cycle's new streams, with one
 //! writer task per stream on a multi-threaded tokio runtime. Every op is
 //! framed by transcript lines on stdout, each written with one `write` and
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rill::Engine;
-use rill_tests::crash_workload::{engine_config, run_workload, Resend, Sink};
+use rill_tests::crash::{engine_config, run_workload, Resend, Sink};
 
 /// How long a child that finished its workload waits to be killed.
 const IDLE_LIMIT: Duration = Duration::from_secs(120);
