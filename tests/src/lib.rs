@@ -4,6 +4,7 @@
 //! operation" of a single group).
 
 pub mod crash;
+pub mod lazyfs;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
