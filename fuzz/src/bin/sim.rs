@@ -41,15 +41,7 @@ fn parse_bug(name: &str) -> Result<Bug, String> {
 }
 
 fn bug_name(bug: Bug) -> &'static str {
-    match bug {
-        Bug::AckBeforeDurable => "ack-before-durable",
-        Bug::DurableBeforeSync => "durable-before-sync",
-        Bug::SkipRecordChecksum => "skip-record-checksum",
-        Bug::ReplayTwice => "replay-twice",
-        Bug::ColdHotBoundary => "cold-hot-boundary",
-        Bug::SkipPackChecksum => "skip-pack-checksum",
-        Bug::GcBeforeDurable => "gc-before-durable",
-    }
+    bug.name()
 }
 
 fn parse() -> Result<Args, String> {

@@ -62,7 +62,7 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
         group.checkpointed_index.set(index);
         written += 1;
     }
-    if written > 0 {
+    if written > 0 && !crate::planted::active(crate::planted::Bug::SkipCheckpointDirSync) {
         let dir = spec.dir.clone();
         super::blocking::run(move || sync_dir(&dir)).await?;
     }

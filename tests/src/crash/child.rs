@@ -7,9 +7,9 @@
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 
-use rill::Engine;
+use rill::{Engine, ErrorClass};
 
-use super::ops::{Op, StreamKey};
+use super::ops::{Op, Outcome, StreamKey};
 use super::script::Script;
 use super::{OP_BUDGET, WRITERS};
 
@@ -77,6 +77,34 @@ pub async fn run_workload(
     resends: Vec<Resend>,
     sink: Arc<dyn Sink>,
 ) -> Result<(), String> {
+    run_workload_with(engine, seed, cycle, resends, sink, Extras::default()).await
+}
+
+/// What a cycle runs besides the stream scripts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// Bucket purges with markers ([`super::purge::purge_loop`]).
+    pub purges: bool,
+    /// Checkpoints, compaction and GC on demand, over and over.
+    pub maintenance: bool,
+}
+
+/// [`run_workload`] plus `extras`, which run until the process is killed
+/// (they are not waited for).
+pub async fn run_workload_with(
+    engine: Engine,
+    seed: u64,
+    cycle: u32,
+    resends: Vec<Resend>,
+    sink: Arc<dyn Sink>,
+    extras: Extras,
+) -> Result<(), String> {
+    if extras.purges {
+        tokio::spawn(super::purge::purge_loop(engine.clone(), seed, cycle, sink.clone()));
+    }
+    if extras.maintenance {
+        tokio::spawn(super::purge::maintenance_loop(engine.clone(), seed, cycle));
+    }
     let budget = Arc::new(AtomicU64::new(OP_BUDGET));
     let mut tasks = Vec::new();
     for resend in resends {
@@ -144,6 +172,21 @@ impl Writer {
             return false;
         }
         let outcome = op.execute(&self.engine, self.seed).await;
-        self.sink.emit(&outcome.line(op.key, op.opno))
+        if !self.sink.emit(&outcome.line(op.key, op.opno)) {
+            return false;
+        }
+        if let Outcome::Unknown(_) = outcome {
+            // The engine is unhealthy: its core must now refuse everything
+            // (SPEC §5, the poisoned core). Probe it once with a head and
+            // stop: the op's fate is unknown until the parent looks.
+            let probe = match self.engine.head(op.key.id()).await {
+                Err(e) if e.class() == ErrorClass::Persistent => "poisoned".to_string(),
+                Err(e) => format!("answered:{}", e.code().as_str()),
+                Ok(_) => "answered:ok".to_string(),
+            };
+            self.sink.emit(&format!("G {} {probe}", op.key));
+            return false;
+        }
+        true
     }
 }

@@ -67,6 +67,15 @@
 //!                                        it as a repeat (a deduplicated producer append
 //!                                        or batch, an existing stream, a closed stream)
 //! E <stream> <opno> <error code>         the op failed with this `ErrorCode::as_str()`
+//! F <stream> <opno> <error code>         the op failed with a persistent-class error (the
+//!                                        engine is unhealthy): its fate is unknown, the
+//!                                        writer of the stream stops (allowed only where
+//!                                        the test injected a fault)
+//! G <stream> poisoned                    after an `F`, a `head` of the stream failed with a
+//!                                        persistent error too (else `answered:<what>`)
+//! U <bucket>                             about to purge the bucket (power-loss workload)
+//! V <bucket> <streams removed>           the purge was acknowledged
+//! W <bucket> <error code>                the purge failed
 //! D                                      the op budget is spent; the child idles
 //! ```
 //!
@@ -82,12 +91,17 @@
 //! * `script.rs`: the expected state of a stream and the scripts that
 //!   generate its operations;
 //! * `child.rs`: the child's side, driving scripts and writing transcript lines;
+//! * `purge.rs`: the power-loss workload's purges (with markers whose bytes
+//!   must vanish) and on-demand maintenance;
+//! * `process.rs`: running a child process, killing it, collecting its transcript;
 //! * `transcript.rs`: the parent's model, built from the children's transcripts;
 //! * `verify.rs`: reading streams back from an engine and checking them
 //!   against the model.
 
 mod child;
 mod ops;
+pub mod process;
+pub mod purge;
 mod rng;
 mod script;
 #[cfg(test)]
@@ -97,9 +111,9 @@ mod verify;
 
 use std::path::Path;
 
-use rill::{Config, ErrorCode};
+use rill::{Config, ErrorCode, WalIo};
 
-pub use child::{run_workload, Resend, Sink};
+pub use child::{run_workload, run_workload_with, Extras, Resend, Sink};
 pub use ops::{payload, Expect, Op, OpKind, Outcome, StreamKey};
 pub use rng::{mix, Rng};
 pub use script::{Live, Record, Script, StreamState};
@@ -148,4 +162,17 @@ pub fn engine_config(dir: &Path) -> Config {
         .compaction(8 * 1024, 256 * 1024, std::time::Duration::from_millis(0))
         .wal_segment_bytes(256 * 1024)
         .checkpoint_wal_bytes(1024 * 1024)
+}
+
+/// The engine configuration of the power-loss test: the crash test's, with
+/// the WAL on standard I/O (`pwrite` + `fdatasync`: a FUSE file system
+/// offers no `O_DIRECT` writes to a block device the way a disk file system
+/// does, so the default DMA WAL cannot run there) and checkpoints at a
+/// quarter of the WAL bytes and at least every 200 ms, so power cuts land
+/// around checkpoint renames and WAL retirements too.
+pub fn power_loss_config(dir: &Path) -> Config {
+    engine_config(dir)
+        .wal_io(WalIo::Std)
+        .checkpoint_wal_bytes(256 * 1024)
+        .checkpoint_interval(std::time::Duration::from_millis(200))
 }

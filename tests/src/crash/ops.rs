@@ -8,7 +8,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use bytes::Bytes;
-use rill::{Append, AppendBatch, Create, Engine, ErrorCode, ProducerArgs, StreamId, DEFAULT_CONTENT_TYPE};
+use rill::{
+    Append, AppendBatch, Create, Engine, ErrorClass, ErrorCode, ProducerArgs, StreamId, DEFAULT_CONTENT_TYPE,
+};
 
 use super::rng::{mix, Rng};
 use super::{BUCKETS, TAG_PAYLOAD};
@@ -175,7 +177,7 @@ impl Op {
                 engine.delete(&id).await.map(|()| Outcome::Applied { start: 0, next: 0, noop: false })
             }
         };
-        result.unwrap_or_else(|e| Outcome::Failed(e.code().as_str().to_string()))
+        result.unwrap_or_else(|e| Outcome::of_error(&e))
     }
 }
 
@@ -187,7 +189,7 @@ fn batch_outcome(items: &[rill::Result<rill::AppendReply>]) -> Outcome {
     for item in items {
         match item {
             Ok(r) => replies.push(r),
-            Err(e) => return Outcome::Failed(e.code().as_str().to_string()),
+            Err(e) => return Outcome::of_error(e),
         }
     }
     let (Some(first), Some(last)) = (replies.first(), replies.last()) else {
@@ -206,11 +208,28 @@ fn batch_outcome(items: &[rill::Result<rill::AppendReply>]) -> Outcome {
 /// A reply as the transcript records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Applied { start: u64, next: u64, noop: bool },
+    Applied {
+        start: u64,
+        next: u64,
+        noop: bool,
+    },
     Failed(String),
+    /// A persistent-class error (the engine is unhealthy: I/O, corruption):
+    /// the op may or may not have landed, and the stream's writer stops.
+    Unknown(String),
 }
 
 impl Outcome {
+    /// An engine error as the transcript records it.
+    pub fn of_error(e: &rill::Error) -> Outcome {
+        let code = e.code().as_str().to_string();
+        if e.class() == ErrorClass::Persistent {
+            Outcome::Unknown(code)
+        } else {
+            Outcome::Failed(code)
+        }
+    }
+
     /// The `A` or `E` line of op `opno` of `key`.
     pub fn line(&self, key: StreamKey, opno: u64) -> String {
         match self {
@@ -218,6 +237,7 @@ impl Outcome {
                 format!("A {key} {opno} {start} {next}{}", if *noop { " dedup" } else { "" })
             }
             Outcome::Failed(code) => format!("E {key} {opno} {code}"),
+            Outcome::Unknown(code) => format!("F {key} {opno} {code}"),
         }
     }
 }
@@ -229,6 +249,7 @@ impl fmt::Display for Outcome {
                 write!(f, "[{start}, {next}){}", if *noop { " dedup" } else { "" })
             }
             Outcome::Failed(code) => write!(f, "error {code}"),
+            Outcome::Unknown(code) => write!(f, "persistent error {code} (outcome unknown)"),
         }
     }
 }

@@ -59,6 +59,13 @@ pub struct TranscriptReport {
     pub in_flight_at_kill: u64,
     pub resends_deduplicated: u64,
     pub resends_applied: u64,
+    /// `F` lines: ops that failed with a persistent error (fate unknown).
+    pub unknown_outcomes: u64,
+    /// `G` lines: probes that found the failed core refusing requests.
+    pub poisoned_probes: u64,
+    /// `U` and `V` lines: bucket purges sent and acknowledged.
+    pub purges_sent: u64,
+    pub purges_acked: u64,
     pub done: bool,
 }
 
@@ -67,6 +74,11 @@ pub struct TranscriptReport {
 pub struct Model {
     pub(super) seed: u64,
     pub(super) tracks: BTreeMap<StreamKey, Track>,
+    /// Whether a persistent error (`F` line) is an allowed outcome: only
+    /// where the test injected a fault.
+    pub(super) allow_unknown: bool,
+    /// Every bucket a purge was sent for, with whether it was acknowledged.
+    pub(super) purges: BTreeMap<String, bool>,
 }
 
 /// A transcript reply, parsed.
@@ -86,7 +98,18 @@ fn parse_reply(kind: &str, words: &[&str]) -> Result<Outcome, String> {
 
 impl Model {
     pub fn new(seed: u64) -> Model {
-        Model { seed, tracks: BTreeMap::new() }
+        Model { seed, tracks: BTreeMap::new(), allow_unknown: false, purges: BTreeMap::new() }
+    }
+
+    /// Accepts persistent errors (`F` lines) as ops of unknown fate, as
+    /// after an injected I/O fault; by default they fail the transcript.
+    pub fn allow_unknown_outcomes(&mut self, allow: bool) {
+        self.allow_unknown = allow;
+    }
+
+    /// Every bucket a purge was sent for, with whether it was acknowledged.
+    pub fn purges(&self) -> &BTreeMap<String, bool> {
+        &self.purges
     }
 
     /// Streams known so far.
@@ -133,6 +156,34 @@ impl Model {
                     report.acked += 1;
                     report.expected_errors += u64::from(kind == "E");
                 }
+                ["F", key, opno, code] => {
+                    let key: StreamKey = key.parse().map_err(at)?;
+                    let opno = opno.parse().map_err(|_| at("bad op number".to_string()))?;
+                    self.on_unknown(key, opno, code).map_err(at)?;
+                    report.unknown_outcomes += 1;
+                }
+                ["G", key, probe] => {
+                    if probe != "poisoned" {
+                        return Err(at(format!(
+                            "after a persistent error the core still serves {key} (head {probe}): \
+                             it must be poisoned"
+                        )));
+                    }
+                    report.poisoned_probes += 1;
+                }
+                ["U", bucket] => {
+                    self.purges.entry(bucket.to_string()).or_insert(false);
+                    report.purges_sent += 1;
+                }
+                ["V", bucket, _removed] => {
+                    let acked = self
+                        .purges
+                        .get_mut(bucket)
+                        .ok_or_else(|| at("purge reply before its send".into()))?;
+                    *acked = true;
+                    report.purges_acked += 1;
+                }
+                ["W", _bucket, _code] => {}
                 _ => return Err(at("not a transcript line".to_string())),
             }
         }
@@ -147,6 +198,33 @@ impl Model {
             }
         }
         Ok(report)
+    }
+
+    /// An op that failed with a persistent error: like an op in flight at
+    /// the kill, it may or may not have landed, and its stream is not
+    /// driven further in this cycle.
+    fn on_unknown(&mut self, key: StreamKey, opno: u64, code: &str) -> Result<(), String> {
+        let allow = self.allow_unknown;
+        let track =
+            self.tracks.get_mut(&key).ok_or_else(|| format!("reply for {key}, which nothing was sent to"))?;
+        let sent = track
+            .outstanding
+            .take()
+            .ok_or_else(|| format!("reply for op {opno} of {key}, which is not waiting"))?;
+        if sent.op.opno != opno {
+            return Err(format!("reply for op {opno} while op {} waits", sent.op.opno));
+        }
+        if !allow {
+            return Err(format!(
+                "{key} op {opno} ({}) failed with the persistent error {code} where no fault was injected",
+                sent.op.describe()
+            ));
+        }
+        match sent.resend_of_landed {
+            Some(true) => track.resend = Some(Planned { op: sent.op, after: sent.after, landed: true }),
+            _ => track.pending = Some((sent.op, sent.after)),
+        }
+        Ok(())
     }
 
     fn on_send(&mut self, cycle: u32, key: StreamKey, opno: u64) -> Result<(), String> {
