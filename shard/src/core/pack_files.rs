@@ -100,7 +100,15 @@ pub fn check_pack_files(dir: &Path, state: &GroupState) -> Result<()> {
 /// flushes and compactions written but never committed before a crash,
 /// and their temporary files. Returns how many it removed.
 pub fn remove_orphan_packs(dir: &Path, states: &[GroupState]) -> Result<usize> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create cold directory", &e))?;
+    if !dir.is_dir() {
+        // A new directory's entry is durable only once its parent is synced
+        // (found by the power-loss test: packs synced into a `cold/` whose
+        // own entry a power cut then lost).
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create cold directory", &e))?;
+        if let Some(parent) = dir.parent() {
+            crate::wal::device::sync_dir(parent)?;
+        }
+    }
     let referenced: HashSet<String> = states.iter().flat_map(|s| s.referenced_files()).collect();
     let mut orphans = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list cold directory", &e))? {

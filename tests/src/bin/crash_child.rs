@@ -31,17 +31,23 @@ use rill_tests::crash::{engine_config, power_loss_config, run_workload_with, Ext
 /// Plants the bug `RILL_PLANT` names in the whole process (the `planted`
 /// feature's teeth runs of the power-loss test).
 fn plant_from_env() -> Result<(), String> {
-    let Ok(name) = std::env::var("RILL_PLANT") else { return Ok(()) };
-    if name.is_empty() {
-        return Ok(());
+    match std::env::var("RILL_PLANT") {
+        Ok(name) if !name.is_empty() => plant(&name),
+        _ => Ok(()),
     }
-    if !cfg!(feature = "planted") {
-        return Err(format!("RILL_PLANT={name} needs the `planted` feature (cargo test --features planted)"));
-    }
-    let bug = rill_shard::planted::Bug::from_name(&name)
-        .ok_or_else(|| format!("RILL_PLANT={name}: no such bug"))?;
+}
+
+#[cfg(feature = "planted")]
+fn plant(name: &str) -> Result<(), String> {
+    let bug =
+        rill_shard::planted::Bug::from_name(name).ok_or_else(|| format!("RILL_PLANT={name}: no such bug"))?;
     rill_shard::planted::plant_process(Some(bug));
     Ok(())
+}
+
+#[cfg(not(feature = "planted"))]
+fn plant(name: &str) -> Result<(), String> {
+    Err(format!("RILL_PLANT={name} needs the `planted` feature (cargo test --features planted)"))
 }
 
 /// How long a child that finished its workload waits to be killed.
@@ -113,7 +119,7 @@ fn main() -> ExitCode {
     if !sink.emit("O") {
         return ExitCode::from(4);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_time().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("crash_child: starting the runtime: {e}");

@@ -149,44 +149,58 @@ struct Writer {
     budget: Arc<AtomicU64>,
 }
 
+/// What a writer does after one op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Go on with the stream's script.
+    Continue,
+    /// Leave this stream (its last op has an unknown fate) and take the
+    /// next one.
+    Abandon,
+    /// Stop: the sink refused a line or the budget is spent.
+    Stop,
+}
+
 impl Writer {
     /// Sends `first` (a resend), then the rest of the script. True when the
-    /// script ran to its end.
+    /// writer may take another stream (the script ran to its end, or the
+    /// stream was abandoned after a persistent error).
     async fn drive(&self, mut script: Script, first: Option<Op>) -> bool {
-        if let Some(op) = first {
-            if !self.step(&op).await {
-                return false;
-            }
-        }
-        while let Some(op) = script.next_op() {
-            if !self.step(&op).await {
-                return false;
+        let mut op = first.or_else(|| script.next_op());
+        while let Some(current) = op {
+            match self.step(&current).await {
+                Next::Continue => op = script.next_op(),
+                Next::Abandon => return true,
+                Next::Stop => return false,
             }
         }
         true
     }
 
-    async fn step(&self, op: &Op) -> bool {
+    async fn step(&self, op: &Op) -> Next {
         let spent = self.budget.fetch_update(SeqCst, SeqCst, |left| left.checked_sub(1)).is_err();
         if spent || !self.sink.emit(&format!("S {} {}", op.key, op.opno)) || !self.sink.alive() {
-            return false;
+            return Next::Stop;
         }
         let outcome = op.execute(&self.engine, self.seed).await;
         if !self.sink.emit(&outcome.line(op.key, op.opno)) {
-            return false;
+            return Next::Stop;
         }
         if let Outcome::Unknown(_) = outcome {
-            // The engine is unhealthy: its core must now refuse everything
-            // (SPEC §5, the poisoned core). Probe it once with a head and
-            // stop: the op's fate is unknown until the parent looks.
+            // The engine is unhealthy: the stream's core must now refuse
+            // everything (the poisoned core). Probe it once with a head and
+            // leave the stream: the op's fate is unknown until the parent
+            // looks after the restart.
             let probe = match self.engine.head(op.key.id()).await {
                 Err(e) if e.class() == ErrorClass::Persistent => "poisoned".to_string(),
                 Err(e) => format!("answered:{}", e.code().as_str()),
                 Ok(_) => "answered:ok".to_string(),
             };
-            self.sink.emit(&format!("G {} {probe}", op.key));
-            return false;
+            if !self.sink.emit(&format!("G {} {probe}", op.key)) {
+                return Next::Stop;
+            }
+            return Next::Abandon;
         }
-        true
+        Next::Continue
     }
 }

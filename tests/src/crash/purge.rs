@@ -159,3 +159,21 @@ pub fn find_markers<'a>(
     }
     found
 }
+
+/// Checks that no stream of the purged `bucket` exists in `engine`.
+pub async fn check_purged(engine: &Engine, bucket: &str) -> Result<(), String> {
+    for s in 0..PURGE_STREAMS {
+        let id = StreamId::new(bucket.to_string(), format!("p{s}")).map_err(|e| e.to_string())?;
+        match engine.head(&id).await {
+            Err(e) if super::NOT_FOUND.contains(&e.code()) => {}
+            Err(e) => return Err(format!("{bucket}/p{s}: head failed: {e}")),
+            Ok(h) => {
+                return Err(format!(
+                    "{bucket}/p{s} exists ({} bytes) although its bucket's purge was acknowledged",
+                    h.tail_offset
+                ))
+            }
+        }
+    }
+    Ok(())
+}

@@ -107,6 +107,30 @@ impl Model {
         self.allow_unknown = allow;
     }
 
+    /// Streams of cycles before `cycle` whose fate is settled (no op in
+    /// flight, pending or owed as a resend): candidates to retire.
+    pub fn settled_before(&self, cycle: u32) -> Vec<StreamKey> {
+        self.tracks
+            .iter()
+            .filter(|(k, t)| {
+                k.cycle < cycle && t.outstanding.is_none() && t.pending.is_none() && t.resend.is_none()
+            })
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Stops tracking `key` (the test deleted the stream for good, so that
+    /// long runs stay bounded; its name is never used again).
+    pub fn forget(&mut self, key: StreamKey) {
+        self.tracks.remove(&key);
+    }
+
+    /// Stops tracking the purge of `bucket` (the test completed it and saw
+    /// its bytes gone).
+    pub fn forget_purge(&mut self, bucket: &str) {
+        self.purges.remove(bucket);
+    }
+
     /// Every bucket a purge was sent for, with whether it was acknowledged.
     pub fn purges(&self) -> &BTreeMap<String, bool> {
         &self.purges
