@@ -133,10 +133,10 @@ fn a_torn_cut_keeps_a_prefix_of_changes_cut_at_a_sector() {
         // at the end of a write.
         assert_eq!(&got[..], &whole[..got.len()], "seed {seed}");
         let len = got.len();
-        assert!(len == 0 || len == 1000 || len == 4000 || len % 512 == 0, "seed {seed}: {len}");
+        assert!(len == 0 || len == 1000 || len == 4000 || len.is_multiple_of(512), "seed {seed}: {len}");
         seen_none |= len == 0;
         seen_whole |= len == 4000;
-        seen_torn |= len % 512 == 0 && len != 0 && len != 4000;
+        seen_torn |= len.is_multiple_of(512) && len != 0 && len != 4000;
     }
     assert!(seen_none && seen_whole && seen_torn);
 }
