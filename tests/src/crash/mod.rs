@@ -1,7 +1,10 @@
-//! The crash-recovery workload (this module owns its constants and engine
-//! configuration; the sections live in the files listed at the end): what the `crash_child` binary does to an
-//! engine until it is killed, and the model the parent test checks the
-//! recovered engine against (SPEC §2, §6).
+//! The crash-recovery workload: what the `crash_child` binary does to an
+//! engine until it is killed (or its power is cut), and the model the
+//! parent test checks the recovered engine against (SPEC §2, §6). This
+//! file owns the shared constants and the engine configurations; each
+//! section lives in its own file (listed under "Files" below). Both the
+//! kill -9 crash test (`tests/tests/crash.rs`) and the power-loss test
+//! (`tests/tests/power_loss.rs`) use it.
 //!
 //! # What the crash test proves
 //!
