@@ -114,14 +114,18 @@ impl LazyMount {
         loop {
             match unmount(&path) {
                 Ok(()) => break,
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempts < 200 => {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempts < 600 => {
                     attempts += 1;
-                    std::thread::sleep(Duration::from_millis(25));
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
                 Err(e) => {
                     self.session = Some(session);
-                    return Err(other(format!("unmounting {}: {e}", self.mountpoint.display())));
+                    let holders = holders_of(&self.mountpoint);
+                    return Err(other(format!(
+                        "unmounting {}: {e}; processes using it: {holders:?}",
+                        self.mountpoint.display()
+                    )));
                 }
             }
         }
@@ -230,6 +234,40 @@ impl Drop for LazyMount {
     fn drop(&mut self) {
         let _ = self.stop();
     }
+}
+
+/// Processes holding files, maps or a working directory under `dir`
+/// (`pid comm: what`), for the message of a mount that stays busy.
+fn holders_of(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for entry in procs.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let base = entry.path();
+        let comm = std::fs::read_to_string(base.join("comm")).unwrap_or_default().trim().to_string();
+        let mut what = Vec::new();
+        if std::fs::read_link(base.join("cwd")).is_ok_and(|p| p.starts_with(dir)) {
+            what.push("cwd".to_string());
+        }
+        for fd in std::fs::read_dir(base.join("fd")).into_iter().flatten().flatten() {
+            if let Ok(target) = std::fs::read_link(fd.path()) {
+                if target.starts_with(dir) {
+                    what.push(format!("fd {}", target.display()));
+                }
+            }
+        }
+        let maps = std::fs::read_to_string(base.join("maps")).unwrap_or_default();
+        let dir_text = dir.display().to_string();
+        what.extend(maps.lines().filter(|l| l.contains(&dir_text)).take(3).map(|l| format!("map {l}")));
+        if !what.is_empty() {
+            let me = if pid == std::process::id().to_string() { " (this process)" } else { "" };
+            out.push(format!("{pid} {comm}{me}: {}", what.join(", ")));
+        }
+    }
+    out
 }
 
 #[expect(unsafe_code, reason = "umount2(2) has no safe wrapper in std or libc")]
