@@ -166,11 +166,32 @@ impl LazyMount {
     /// using the mount), loses what was not durable as `cut` says, writes
     /// the result to the backing directory and mounts again.
     pub fn power_cut(&mut self, cut: Cut) -> io::Result<CutReport> {
+        self.wait_released_by_this_process()?;
         self.stop()?;
         let report = self.model.lock().power_cut(cut);
         self.save()?;
         self.start()?;
         Ok(report)
+    }
+
+    /// Waits (up to a minute) until this process holds no file, map or
+    /// working directory under the mount: an engine that was just shut down
+    /// may still be closing files on its threads. Unmounting with a file of
+    /// its own still open would fail, and this process exiting then would
+    /// wait forever on its own file system.
+    fn wait_released_by_this_process(&self) -> io::Result<()> {
+        let base = PathBuf::from("/proc/self");
+        let pid = std::process::id().to_string();
+        for _ in 0..1200 {
+            match holder(&base, &pid, &self.mountpoint) {
+                None => return Ok(()),
+                Some(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        Err(other(format!(
+            "this process still uses the mount after a minute: {:?}",
+            holder(&base, &pid, &self.mountpoint)
+        )))
     }
 
     /// Writes the model's durable state to the backing directory.
@@ -232,7 +253,15 @@ impl LazyMount {
 
 impl Drop for LazyMount {
     fn drop(&mut self) {
-        let _ = self.stop();
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(&self.mountpoint).map(|m| m.dev()).ok();
+        if self.stop().is_err() {
+            // Something keeps the mount busy (perhaps a file of this very
+            // process, which would hang its exit): cut the connection.
+            if let Some(dev) = dev {
+                let _ = abort_connection(dev);
+            }
+        }
     }
 }
 
@@ -243,31 +272,54 @@ fn holders_of(dir: &Path) -> Vec<String> {
     let Ok(procs) = std::fs::read_dir("/proc") else { return out };
     for entry in procs.flatten() {
         let pid = entry.file_name().to_string_lossy().into_owned();
-        if !pid.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let base = entry.path();
-        let comm = std::fs::read_to_string(base.join("comm")).unwrap_or_default().trim().to_string();
-        let mut what = Vec::new();
-        if std::fs::read_link(base.join("cwd")).is_ok_and(|p| p.starts_with(dir)) {
-            what.push("cwd".to_string());
-        }
-        for fd in std::fs::read_dir(base.join("fd")).into_iter().flatten().flatten() {
-            if let Ok(target) = std::fs::read_link(fd.path()) {
-                if target.starts_with(dir) {
-                    what.push(format!("fd {}", target.display()));
-                }
-            }
-        }
-        let maps = std::fs::read_to_string(base.join("maps")).unwrap_or_default();
-        let dir_text = dir.display().to_string();
-        what.extend(maps.lines().filter(|l| l.contains(&dir_text)).take(3).map(|l| format!("map {l}")));
-        if !what.is_empty() {
-            let me = if pid == std::process::id().to_string() { " (this process)" } else { "" };
-            out.push(format!("{pid} {comm}{me}: {}", what.join(", ")));
+        if pid.bytes().all(|b| b.is_ascii_digit()) {
+            out.extend(holder(&entry.path(), &pid, dir));
         }
     }
     out
+}
+
+/// What process `pid` (`/proc/<pid>` at `base`) holds under `dir`, if
+/// anything.
+fn holder(base: &Path, pid: &str, dir: &Path) -> Option<String> {
+    let comm = std::fs::read_to_string(base.join("comm")).unwrap_or_default().trim().to_string();
+    let mut what = Vec::new();
+    if std::fs::read_link(base.join("cwd")).is_ok_and(|p| p.starts_with(dir)) {
+        what.push("cwd".to_string());
+    }
+    for fd in std::fs::read_dir(base.join("fd")).into_iter().flatten().flatten() {
+        if let Ok(target) = std::fs::read_link(fd.path()) {
+            if target.starts_with(dir) {
+                what.push(format!("fd {}", target.display()));
+            }
+        }
+    }
+    let maps = std::fs::read_to_string(base.join("maps")).unwrap_or_default();
+    let dir_text = dir.display().to_string();
+    what.extend(maps.lines().filter(|l| l.contains(&dir_text)).take(3).map(|l| format!("map {l}")));
+    if what.is_empty() {
+        return None;
+    }
+    let me = if pid == std::process::id().to_string() { " (this process)" } else { "" };
+    Some(format!("{pid} {comm}{me}: {}", what.join(", ")))
+}
+
+/// Aborts the FUSE connection of the mount whose root has device `dev`
+/// (through fusectl, mounted if need be), so that requests still pending
+/// or made later fail at once instead of waiting for a server that is
+/// going away.
+fn abort_connection(dev: u64) -> io::Result<()> {
+    let connections = Path::new("/sys/fs/fuse/connections");
+    let minor = libc::minor(dev);
+    let abort = connections.join(minor.to_string()).join("abort");
+    if !abort.exists() {
+        let status =
+            std::process::Command::new("mount").args(["-t", "fusectl", "none"]).arg(connections).status()?;
+        if !status.success() {
+            return Err(other(format!("mounting fusectl failed: {status}")));
+        }
+    }
+    std::fs::write(abort, b"1")
 }
 
 #[expect(unsafe_code, reason = "umount2(2) has no safe wrapper in std or libc")]
