@@ -11,6 +11,13 @@
 //! unmounts first, so no request races it, and mounts anew, so nothing
 //! the kernel cached of the old mount (pages, entries, attributes)
 //! survives it.
+//!
+//! The server runs on threads of the process that mounted it, and that
+//! process may open the engine on the mount too (the power-loss test
+//! verifies in-process). A file of its own still open when it unmounts or
+//! exits would wait on a server that is going away, so a cut first waits
+//! until the process holds nothing under the mount, and a mount dropped
+//! while still busy aborts its FUSE connection (fusectl) rather than hang.
 
 use std::collections::BTreeMap;
 use std::io;
