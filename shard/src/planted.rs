@@ -6,10 +6,13 @@
 //! [`active`]. The switch is per thread and off unless a test turns it on
 //! for its own thread with [`plant`]: the engine's executors never touch
 //! it, so with the switch off every guarded path behaves exactly as
-//! without the guard (one thread-local byte compare). Nothing outside the
-//! fuzzing harness may call [`plant`].
+//! without the guard (one thread-local byte compare and one relaxed atomic
+//! load). Nothing outside the fuzzing harness may call [`plant`]; only the
+//! power-loss test's child process calls [`plant_process`], which plants
+//! a bug in every thread of the process.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// A bug that a test can plant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,11 +44,14 @@ pub enum Bug {
     /// A pack is renamed into place without syncing its data first
     /// (`packs/files.rs`).
     SkipPackSync = 9,
+    /// The WAL writer acknowledges a batch as durable although its fsync
+    /// failed (`wal/writer.rs`).
+    AckAfterFailedFsync = 10,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 10] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -55,12 +61,10 @@ impl Bug {
         Bug::GcBeforeDurable,
         Bug::SkipCheckpointDirSync,
         Bug::SkipPackSync,
+        Bug::AckAfterFailedFsync,
     ];
-}
 
-impl Bug {
-    /// The bug's kebab-case name (for command lines and environment
-    /// variables).
+    /// The bug's kebab-case name (`ack-before-durable`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Bug::AckBeforeDurable => "ack-before-durable",
@@ -72,10 +76,11 @@ impl Bug {
             Bug::GcBeforeDurable => "gc-before-durable",
             Bug::SkipCheckpointDirSync => "skip-checkpoint-dir-sync",
             Bug::SkipPackSync => "skip-pack-sync",
+            Bug::AckAfterFailedFsync => "ack-after-failed-fsync",
         }
     }
 
-    /// The bug of a name, if it is one.
+    /// The bug of that kebab-case name.
     pub fn from_name(name: &str) -> Option<Bug> {
         Bug::ALL.into_iter().find(|b| b.name() == name)
     }
@@ -83,6 +88,17 @@ impl Bug {
 
 thread_local! {
     static PLANTED: Cell<u8> = const { Cell::new(0) };
+}
+
+/// The process-wide bug, for a child process the power-loss test runs
+/// (every thread of it, the engine's executors included).
+static PROCESS: AtomicU8 = AtomicU8::new(0);
+
+/// Plants `bug` in every thread of the process (`None` removes it). Only
+/// test processes call this, at start (`RILL_PLANT` in the power-loss
+/// child).
+pub fn plant_process(bug: Option<Bug>) {
+    PROCESS.store(bug.map_or(0, |b| b as u8), Ordering::Relaxed);
 }
 
 /// Plants `bug` on the calling thread (`None` removes it).
@@ -94,5 +110,5 @@ pub fn plant(bug: Option<Bug>) {
 /// True when `bug` is planted on the calling thread.
 #[inline]
 pub fn active(bug: Bug) -> bool {
-    PLANTED.with(|p| p.get() == bug as u8)
+    PLANTED.with(|p| p.get() == bug as u8) || PROCESS.load(Ordering::Relaxed) == bug as u8
 }

@@ -3,7 +3,8 @@
 //! one chosen group block until the test opens a gate (the "slow
 //! operation" of a single group).
 
-pub mod crash_workload;
+pub mod crash;
+pub mod lazyfs;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;

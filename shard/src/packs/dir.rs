@@ -43,7 +43,16 @@ impl FsPackDir {
     /// The directory at `path`, created if missing.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self> {
         let path = path.into();
-        fs::create_dir_all(&path).map_err(|e| Error::io("create cold directory", &e))?;
+        if !path.is_dir() {
+            fs::create_dir_all(&path).map_err(|e| Error::io("create cold directory", &e))?;
+            // A new directory's entry is durable only once its parent is
+            // synced (found by the power-loss test: packs synced into a
+            // `cold/` whose own entry a power cut then lost).
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                let parent = File::open(parent).map_err(|e| Error::io("open data directory", &e))?;
+                parent.sync_all().map_err(|e| Error::io("fsync data directory", &e))?;
+            }
+        }
         Ok(FsPackDir { path })
     }
 }

@@ -225,7 +225,12 @@ impl Inner {
             self.wake_all();
         }
         if self.config.durability == Durability::Fsync {
-            file.sync().await?;
+            let synced = file.sync().await;
+            if synced.is_err() && crate::planted::active(crate::planted::Bug::AckAfterFailedFsync) {
+                self.state.borrow_mut().durable_lsn = last_lsn;
+                self.wake_all();
+            }
+            synced?;
         }
         let mut st = self.state.borrow_mut();
         if let Some(active) = st.active.as_mut() {

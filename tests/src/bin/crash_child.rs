@@ -3,7 +3,7 @@
 //!
 //! It opens the engine on the data directory (checking nothing: the parent
 //! verifies), prints `O`, then runs one cycle of the crash workload
-//! ([`rill_tests::crash_workload`]): first the producer ops the parent asks
+//! ([`rill_tests::crash`]): first the producer ops the parent asks
 //! it to send again, then the scripts of the cycle's new streams, with one
 //! writer task per stream on a multi-threaded tokio runtime. Every op is
 //! framed by transcript lines on stdout, each written with one `write` and
@@ -12,6 +12,12 @@
 //! is done it prints `D` and waits to be killed. It stops by itself if
 //! stdout goes away or after a long idle time, so an abandoned child never
 //! lingers.
+//!
+//! With `--power-loss` it runs the power-loss test's configuration (WAL on
+//! standard I/O, checkpoints every 200 ms) and, beside the scripts, bucket
+//! purges and on-demand checkpoints, compaction and GC
+//! ([`rill_tests::crash::purge`]). `RILL_PLANT=<bug name>` (with the
+//! `planted` feature) plants that bug in the whole process.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,7 +26,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rill::Engine;
-use rill_tests::crash_workload::{engine_config, run_workload, Resend, Sink};
+use rill_tests::crash::{engine_config, power_loss_config, run_workload_with, Extras, Resend, Sink};
+
+/// Plants the bug `RILL_PLANT` names in the whole process (the `planted`
+/// feature's teeth runs of the power-loss test).
+fn plant_from_env() -> Result<(), String> {
+    match std::env::var("RILL_PLANT") {
+        Ok(name) if !name.is_empty() => plant(&name),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(feature = "planted")]
+fn plant(name: &str) -> Result<(), String> {
+    let bug =
+        rill_shard::planted::Bug::from_name(name).ok_or_else(|| format!("RILL_PLANT={name}: no such bug"))?;
+    rill_shard::planted::plant_process(Some(bug));
+    Ok(())
+}
+
+#[cfg(not(feature = "planted"))]
+fn plant(name: &str) -> Result<(), String> {
+    Err(format!("RILL_PLANT={name} needs the `planted` feature (cargo test --features planted)"))
+}
 
 /// How long a child that finished its workload waits to be killed.
 const IDLE_LIMIT: Duration = Duration::from_secs(120);
@@ -40,6 +68,8 @@ impl Sink for StdoutSink {
 }
 
 struct Args {
+    /// `--power-loss`: the power-loss test's configuration and extras.
+    power_loss: bool,
     dir: PathBuf,
     seed: u64,
     cycle: u32,
@@ -47,12 +77,17 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let power_loss = args.last().is_some_and(|a| a == "--power-loss");
+    if power_loss {
+        args.pop();
+    }
     let [dir, seed, cycle, resend_file] = &args[..] else {
-        return Err("usage: crash_child <data dir> <seed> <cycle> <resend file>".to_string());
+        return Err("usage: crash_child <data dir> <seed> <cycle> <resend file> [--power-loss]".to_string());
     };
     let text = std::fs::read_to_string(resend_file).map_err(|e| format!("reading {resend_file}: {e}"))?;
     Ok(Args {
+        power_loss,
         dir: PathBuf::from(dir),
         seed: seed.parse().map_err(|_| format!("bad seed `{seed}`"))?,
         cycle: cycle.parse().map_err(|_| format!("bad cycle `{cycle}`"))?,
@@ -68,7 +103,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let engine = match Engine::open(engine_config(&args.dir)) {
+    if let Err(e) = plant_from_env() {
+        eprintln!("crash_child: {e}");
+        return ExitCode::from(2);
+    }
+    let config = if args.power_loss { power_loss_config(&args.dir) } else { engine_config(&args.dir) };
+    let engine = match Engine::open(config) {
         Ok(engine) => engine,
         Err(e) => {
             eprintln!("crash_child: opening {}: {e} ({})", args.dir.display(), e.code().as_str());
@@ -79,16 +119,17 @@ fn main() -> ExitCode {
     if !sink.emit("O") {
         return ExitCode::from(4);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_time().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("crash_child: starting the runtime: {e}");
             return ExitCode::from(5);
         }
     };
-    if let Err(e) =
-        runtime.block_on(run_workload(engine.clone(), args.seed, args.cycle, args.resends, sink.clone()))
-    {
+    let extras = Extras { purges: args.power_loss, maintenance: args.power_loss };
+    let workload =
+        run_workload_with(engine.clone(), args.seed, args.cycle, args.resends, sink.clone(), extras);
+    if let Err(e) = runtime.block_on(workload) {
         eprintln!("crash_child: {e}");
         return ExitCode::from(6);
     }
