@@ -22,7 +22,7 @@ use rill_shard::api::{
 };
 use rill_shard::core::checkpoint::CheckpointSpec;
 use rill_shard::core::cold::ColdSpec;
-use rill_shard::core::envelope::{Envelope, Mail, Reply, Request};
+use rill_shard::core::envelope::{CoreTask, Envelope, Mail, Reply, Request};
 use rill_shard::core::mailbox::{mailbox, MailboxSender};
 use rill_shard::core::{system_clock, CoreSpec};
 use rill_shard::group::FlushLimits;
@@ -379,6 +379,24 @@ impl Engine {
             Reply::Bootstrap(r) => Ok(r),
             other => unexpected("bootstrap", other),
         }
+    }
+
+    /// Runs `make(core)` on every core's own thread and spawns the future it
+    /// returns on that core's executor, detached: the hook that lets a front
+    /// end (the HTTP server) run one task per core next to the groups. The
+    /// tasks must end by themselves before [`Engine::shutdown`]; a core
+    /// that stops drops whatever is left of them.
+    pub async fn spawn_on_cores<F>(&self, make: F) -> Result<()>
+    where
+        F: Fn(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> + Send + Sync + 'static,
+    {
+        let make = Arc::new(make);
+        for (core, mailbox) in self.inner.mailboxes.iter().enumerate() {
+            let make = make.clone();
+            let task = CoreTask(Box::new(move || make(core)));
+            mailbox.send_waiting(Mail::Spawn(task)).await?;
+        }
+        Ok(())
     }
 
     /// Stops every core cleanly: queued requests and parked readers fail
