@@ -3,11 +3,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use rill::server::{cli::Command, Cli};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_env();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,glommio=error"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();

@@ -25,6 +25,14 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the process's arguments; prints help, the version or a usage
+    /// error and exits (code 2 for an error) when that is what they ask for.
+    pub fn from_env() -> Cli {
+        <Cli as Parser>::parse()
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Open (or create) a data directory and serve it over HTTP/1.1.
