@@ -182,3 +182,83 @@ pub fn raw_exchange(stream: &mut TcpStream, bytes: &[u8]) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Like [`call`], but a transport failure (refused, reset) is an `Err`.
+pub fn try_call(method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Resp, String> {
+    let mut req = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build().request(method, url);
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    match req.send_bytes(body) {
+        Ok(r) => Ok(to_resp(r)),
+        Err(ureq::Error::Status(_, r)) => Ok(to_resp(r)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A `rill serve` child process (the `rill_serve` test binary), killed
+/// when dropped.
+pub struct Child {
+    pub process: std::process::Child,
+    pub base: String,
+    pub stderr_path: std::path::PathBuf,
+}
+
+impl Child {
+    /// Starts `rill_serve serve --dir DIR --listen 127.0.0.1:0 ARGS...` and
+    /// waits for its "listening" line.
+    pub fn start(bin: &str, dir: &std::path::Path, args: &[&str]) -> Result<Child, String> {
+        use std::io::BufRead;
+        let stderr_path = dir.with_extension(format!("stderr-{}", std::process::id()));
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut process = std::process::Command::new(bin)
+            .arg("serve")
+            .arg("--dir")
+            .arg(dir)
+            .args(["--listen", "127.0.0.1:0", "--cores", "2"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn rill_serve");
+        let stdout = process.stdout.take().expect("stdout");
+        let mut line = String::new();
+        let read = std::io::BufReader::new(stdout).read_line(&mut line);
+        let stderr_text = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        match read {
+            Ok(n) if n > 0 && line.starts_with("rill listening on ") => {
+                let base = line.trim().trim_start_matches("rill listening on ").to_string();
+                Ok(Child { process, base, stderr_path })
+            }
+            _ => {
+                let status = process.wait().expect("wait");
+                Err(format!("exit {:?}: {}", status.code(), stderr_text()))
+            }
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+
+    /// SIGTERM, then wait for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.process.id().to_string();
+        std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+        self.process.wait().expect("wait")
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
