@@ -30,7 +30,12 @@ fn read_until_closed(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
 #[test]
 fn garbage_requests_get_400_and_the_server_stays_up() {
     let s = start();
-    for junk in [&b"GARBAGE\r\n\r\n"[..], b"GET / HTTP/9.9\r\n\r\n", b"\x00\x01\x02\r\n\r\n", b"GET /health HTTP/1.1\r\nBad Header\r\n\r\n"] {
+    for junk in [
+        &b"GARBAGE\r\n\r\n"[..],
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"\x00\x01\x02\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nBad Header\r\n\r\n",
+    ] {
         let mut c = s.raw();
         let answer = raw_exchange(&mut c, junk);
         assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 400"), "{junk:?} -> {answer}");
@@ -43,7 +48,8 @@ fn header_values_that_are_not_text_are_400() {
     let s = start();
     s.create_text("/v1/stream/h", b"");
     let mut c = s.raw();
-    let req = b"POST /v1/stream/h HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nProducer-Id: \xff\xfe\r\n\
+    let req =
+        b"POST /v1/stream/h HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nProducer-Id: \xff\xfe\r\n\
 Producer-Epoch: 0\r\nProducer-Seq: 0\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx";
     let answer = raw_exchange(&mut c, req);
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
@@ -85,7 +91,8 @@ fn oversized_headers_and_bodies_are_refused() {
     let mut c = s.raw();
     let huge = format!("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "h".repeat(1 << 20));
     let _ = c.write_all(huge.as_bytes());
-    let answer = read_until_closed(&mut c).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let answer =
+        read_until_closed(&mut c).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
     assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 431"), "{answer}");
     assert_eq!(s.get("/v1/stream/o").status, 200);
 }
@@ -148,7 +155,10 @@ fn a_connection_flood_is_capped_and_the_server_recovers() {
     let stats = &s.server.shared().stats;
     let flood: Vec<TcpStream> = (0..200).map(|_| s.raw()).collect();
     // Every connection is either held (up to the cap) or closed at once.
-    while stats.connections_accepted.load(Ordering::Relaxed) + stats.connections_refused.load(Ordering::Relaxed) < 200 {
+    while stats.connections_accepted.load(Ordering::Relaxed)
+        + stats.connections_refused.load(Ordering::Relaxed)
+        < 200
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(stats.connections_refused.load(Ordering::Relaxed) >= 200 - cap as u64);

@@ -37,7 +37,11 @@ fn create_refuses_bad_ttl_and_expiry() {
         assert_eq!(r.status, 400, "{ttl}");
         assert!(r.text().contains("Stream-TTL"), "{}", r.text());
     }
-    let both = s.put("/v1/stream/ttl", &[TEXT, ("stream-ttl", "60"), ("stream-expires-at", "2099-01-01T00:00:00Z")], b"");
+    let both = s.put(
+        "/v1/stream/ttl",
+        &[TEXT, ("stream-ttl", "60"), ("stream-expires-at", "2099-01-01T00:00:00Z")],
+        b"",
+    );
     assert_eq!(both.status, 400);
     assert_eq!(s.put("/v1/stream/ttl", &[("stream-expires-at", "tomorrow")], b"").status, 400);
     let ok = s.put("/v1/stream/ttl", &[TEXT, ("stream-expires-at", "2099-01-01T00:00:00+01:00")], b"");
@@ -103,7 +107,10 @@ fn producer_statuses_follow_the_protocol() {
     assert_eq!(dup.offset(), first.offset());
     let gap = s.post("/v1/stream/p", &producer("w", "0", "5"), b"b");
     assert_eq!(gap.status, 409);
-    assert_eq!((gap.header("producer-expected-seq"), gap.header("producer-received-seq")), (Some("1"), Some("5")));
+    assert_eq!(
+        (gap.header("producer-expected-seq"), gap.header("producer-received-seq")),
+        (Some("1"), Some("5"))
+    );
     assert_eq!(s.post("/v1/stream/p", &producer("w", "2", "0"), b"c").status, 200);
     let fenced = s.post("/v1/stream/p", &producer("w", "1", "0"), b"d");
     assert_eq!(fenced.status, 403);
@@ -118,7 +125,9 @@ fn producer_statuses_follow_the_protocol() {
 fn producer_is_checked_before_stream_seq() {
     let s = start();
     s.create_text("/v1/stream/ps", b"");
-    let h = |seq| [TEXT, ("producer-id", "w"), ("producer-epoch", "0"), ("producer-seq", seq), ("stream-seq", "5")];
+    let h = |seq| {
+        [TEXT, ("producer-id", "w"), ("producer-epoch", "0"), ("producer-seq", seq), ("stream-seq", "5")]
+    };
     assert_eq!(s.post("/v1/stream/ps", &h("0"), b"a").status, 200);
     // A retry carries the same Stream-Seq, which alone would conflict.
     assert_eq!(s.post("/v1/stream/ps", &h("0"), b"a").status, 204);
@@ -249,7 +258,10 @@ fn long_poll_times_out_with_204_and_a_cursor() {
 
 #[test]
 fn long_poll_answers_with_data_appended_while_it_waits() {
-    let s = start_with(rill::server::ServeOptions { long_poll_timeout: Duration::from_secs(20), ..options() }, |c| c);
+    let s = start_with(
+        rill::server::ServeOptions { long_poll_timeout: Duration::from_secs(20), ..options() },
+        |c| c,
+    );
     let c = s.create_text("/v1/stream/lpd", b"");
     let url = s.url(&format!("/v1/stream/lpd?offset={}&live=long-poll", c.offset()));
     let waiter = std::thread::spawn(move || call("GET", &url, &[], b""));
@@ -266,9 +278,10 @@ fn long_poll_answers_with_data_appended_while_it_waits() {
 
 #[test]
 fn live_waiter_cap_is_503_with_retry_after() {
-    let s = start_with(rill::server::ServeOptions { long_poll_timeout: Duration::from_secs(20), ..options() }, |c| {
-        c.live_waiters_per_core(1)
-    });
+    let s = start_with(
+        rill::server::ServeOptions { long_poll_timeout: Duration::from_secs(20), ..options() },
+        |c| c.live_waiters_per_core(1),
+    );
     let c = s.create_text("/v1/stream/cap", b"");
     let url = s.url(&format!("/v1/stream/cap?offset={}&live=long-poll", c.offset()));
     let first = {
@@ -361,7 +374,8 @@ fn names_paths_and_methods() {
     assert_eq!(s.put(&format!("/v1/stream/{}", "n".repeat(300)), &[TEXT], b"").status, 400);
     assert_eq!(s.get("/elsewhere").status, 404);
     assert_eq!(call("PATCH", &s.url("/v1/stream/x"), &[], b"").status, 405);
-    let pre = call("OPTIONS", &s.url("/v1/stream/x"), &[("access-control-request-headers", "if-none-match")], b"");
+    let pre =
+        call("OPTIONS", &s.url("/v1/stream/x"), &[("access-control-request-headers", "if-none-match")], b"");
     assert_eq!(pre.status, 204);
     assert!(pre.header("access-control-allow-headers").unwrap().contains("if-none-match"));
     assert_eq!(pre.header("access-control-allow-origin"), Some("*"));

@@ -35,7 +35,8 @@ fn help_documents_every_flag_and_bad_flags_fail_clearly() {
     let bad = Command::new(BIN).args(["serve", "--dir", "/nonexistent/x", "--bogus"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--bogus"));
-    let bad = Command::new(BIN).args(["serve", "--dir", "d", "--long-poll-timeout-ms", "soon"]).output().unwrap();
+    let bad =
+        Command::new(BIN).args(["serve", "--dir", "d", "--long-poll-timeout-ms", "soon"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("soon"));
 }

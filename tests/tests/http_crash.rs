@@ -37,7 +37,8 @@ fn stored_seqs(base: &str, writer: usize) -> Vec<u64> {
     let mut text = String::new();
     let mut offset = "-1".to_string();
     loop {
-        let r = try_call("GET", &format!("{base}/v1/stream/crash-{writer}?offset={offset}"), &[], b"").expect("read");
+        let r = try_call("GET", &format!("{base}/v1/stream/crash-{writer}?offset={offset}"), &[], b"")
+            .expect("read");
         assert_eq!(r.status, 200, "{}", r.text());
         text.push_str(&r.text());
         offset = r.offset();
@@ -60,8 +61,13 @@ fn every_acknowledged_append_survives_sigkill_with_dedup_intact() {
     let data = dir.path().join("data");
     let mut child = Child::start(BIN, &data, &[]).expect("start");
     for w in 0..WRITERS {
-        let r = try_call("PUT", &child.url(&format!("/v1/stream/crash-{w}")), &[("content-type", "text/plain")], b"")
-            .unwrap();
+        let r = try_call(
+            "PUT",
+            &child.url(&format!("/v1/stream/crash-{w}")),
+            &[("content-type", "text/plain")],
+            b"",
+        )
+        .unwrap();
         assert_eq!(r.status, 201);
     }
     let acked_total = Arc::new(AtomicU64::new(0));
@@ -99,14 +105,22 @@ fn every_acknowledged_append_survives_sigkill_with_dedup_intact() {
         let acked = last_acked.map_or(0, |s| s + 1) as usize;
         // Every acknowledged append is there, once, in order; at most the
         // one in flight at the kill landed beyond it.
-        assert!(stored.len() == acked || stored.len() == acked + 1, "writer {w}: {} stored, {acked} acked", stored.len());
+        assert!(
+            stored.len() == acked || stored.len() == acked + 1,
+            "writer {w}: {} stored, {acked} acked",
+            stored.len()
+        );
         assert_eq!(stored, (0..stored.len() as u64).collect::<Vec<_>>(), "writer {w}");
         if let Some(seq) = last_acked {
             assert_eq!(append(&child.base, w, *seq).unwrap(), 204, "writer {w}: retry of the last ack");
         }
         let in_flight = acked as u64;
         let expect = if stored.len() == acked + 1 { 204 } else { 200 };
-        assert_eq!(append(&child.base, w, in_flight).unwrap(), expect, "writer {w}: retry of the in-flight append");
+        assert_eq!(
+            append(&child.base, w, in_flight).unwrap(),
+            expect,
+            "writer {w}: retry of the in-flight append"
+        );
         let after = stored_seqs(&child.base, w);
         assert_eq!(after, (0..=in_flight).collect::<Vec<_>>(), "writer {w}: after the retries");
     }

@@ -153,7 +153,9 @@ impl ServeArgs {
         }
         config = config.durability(match self.durability {
             DurabilityArg::Fsync => Durability::Fsync,
-            DurabilityArg::Interval => Durability::Interval(Duration::from_millis(self.sync_interval_ms.max(1))),
+            DurabilityArg::Interval => {
+                Durability::Interval(Duration::from_millis(self.sync_interval_ms.max(1)))
+            }
         });
         config = config.wal_io(match self.wal_io {
             WalIoArg::Dma => WalIo::Dma,
@@ -202,7 +204,18 @@ mod tests {
 
     #[test]
     fn serve_flags_resolve() {
-        let cli = parse(&["serve", "--dir", "/tmp/x", "--listen", "127.0.0.1:0", "--long-poll-timeout-ms", "500", "--cores", "1"]).unwrap();
+        let cli = parse(&[
+            "serve",
+            "--dir",
+            "/tmp/x",
+            "--listen",
+            "127.0.0.1:0",
+            "--long-poll-timeout-ms",
+            "500",
+            "--cores",
+            "1",
+        ])
+        .unwrap();
         let Command::Serve(args) = cli.command;
         let r = args.resolve().unwrap();
         assert_eq!(r.options.long_poll_timeout, Duration::from_millis(500));
@@ -215,9 +228,11 @@ mod tests {
         assert!(parse(&["serve"]).is_err());
         assert!(parse(&["serve", "--dir", "d", "--bogus"]).is_err());
         assert!(parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "soon"]).is_err());
-        let Command::Serve(args) = parse(&["serve", "--dir", "d", "--listen", "not an address"]).unwrap().command;
+        let Command::Serve(args) =
+            parse(&["serve", "--dir", "d", "--listen", "not an address"]).unwrap().command;
         assert!(args.resolve().unwrap_err().contains("--listen"));
-        let Command::Serve(args) = parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "0"]).unwrap().command;
+        let Command::Serve(args) =
+            parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "0"]).unwrap().command;
         assert!(args.resolve().is_err());
     }
 }

@@ -125,9 +125,8 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Fai
 /// The media type of `Content-Type`, lowercased, parameters dropped.
 pub fn media_type(value: &str) -> Result<String, Failure> {
     let media = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    let token = |s: &str| {
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
-    };
+    let token =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));
     match media.split_once('/') {
         Some((t, s)) if token(t) && token(s) => Ok(media),
         _ => Err(Failure::bad_request(format!("Content-Type {value:?} is not a media type (type/subtype)"))),
@@ -194,7 +193,9 @@ fn map_put(id: StreamId, headers: &HeaderMap, body: Bytes) -> Result<CreateCmd, 
         create = create.ttl_s(parse_ttl(ttl).map_err(Failure::bad_request)?);
     }
     if let Some(at) = expires {
-        create = create.expires_at_ms(parse_rfc3339_ms(at).map_err(|m| Failure::bad_request(format!("Stream-Expires-At: {m}")))?);
+        create = create.expires_at_ms(
+            parse_rfc3339_ms(at).map_err(|m| Failure::bad_request(format!("Stream-Expires-At: {m}")))?,
+        );
     }
     create.producer = producer(headers)?;
     create.stream_seq = stream_seq(headers)?;
@@ -227,10 +228,12 @@ fn fork_spec(headers: &HeaderMap) -> Result<Option<ForkSpec>, Failure> {
         .map_err(|e| Failure::bad_request(format!("Stream-Forked-From: {}", e.message())))?;
     let offset = match offset {
         None => None,
-        Some(text) => match parse_offset(text).map_err(|m| Failure::bad_request(format!("Stream-Fork-Offset: {m}")))? {
-            OffsetSpec::Now => None,
-            spec => Some(spec),
-        },
+        Some(text) => {
+            match parse_offset(text).map_err(|m| Failure::bad_request(format!("Stream-Fork-Offset: {m}")))? {
+                OffsetSpec::Now => None,
+                spec => Some(spec),
+            }
+        }
     };
     let sub_offset = match sub {
         None => 0,
@@ -248,7 +251,9 @@ fn map_post(id: StreamId, headers: &HeaderMap, body: Bytes) -> Result<Command, F
     let stream_seq = stream_seq(headers)?;
     if body.is_empty() {
         if !closed {
-            return Err(Failure::bad_request("an append needs a non-empty body (or Stream-Closed: true to close)"));
+            return Err(Failure::bad_request(
+                "an append needs a non-empty body (or Stream-Closed: true to close)",
+            ));
         }
         return Ok(Command::Close(Close { id, producer, stream_seq }));
     }
@@ -256,8 +261,11 @@ fn map_post(id: StreamId, headers: &HeaderMap, body: Bytes) -> Result<Command, F
         return Err(Failure::bad_request("an append needs a Content-Type"));
     };
     let json = json::is_json(&ct);
-    let payload =
-        if json { json::join(&json::split_messages(&body, false).map_err(Failure::bad_request)?) } else { body };
+    let payload = if json {
+        json::join(&json::split_messages(&body, false).map_err(Failure::bad_request)?)
+    } else {
+        body
+    };
     let mut append = Append::new(id, payload).content_type(ct).close_after(closed);
     append.producer = producer;
     append.stream_seq = stream_seq;
@@ -272,8 +280,8 @@ fn query_values(query: &str, key: &str) -> Result<Vec<String>, Failure> {
         if k != key {
             continue;
         }
-        let bytes =
-            path::percent_decode(v).ok_or_else(|| Failure::bad_request(format!("query parameter {key} has a malformed %-escape")))?;
+        let bytes = path::percent_decode(v)
+            .ok_or_else(|| Failure::bad_request(format!("query parameter {key} has a malformed %-escape")))?;
         let text = String::from_utf8(bytes)
             .map_err(|_| Failure::bad_request(format!("query parameter {key} is not UTF-8")))?;
         values.push(text);
@@ -305,7 +313,9 @@ fn map_get(id: StreamId, query: &str, headers: &HeaderMap) -> Result<ReadCmd, Fa
         }
     };
     if live != Live::No && offset_text.is_none() {
-        return Err(Failure::bad_request("live reads need an offset (use offset=-1 for the start or offset=now)"));
+        return Err(Failure::bad_request(
+            "live reads need an offset (use offset=-1 for the start or offset=now)",
+        ));
     }
     let cursor = single(query, "cursor")?.and_then(|c| c.parse::<u64>().ok());
     let if_none_match = header(headers, http::header::IF_NONE_MATCH.as_str())?.map(str::to_string);
@@ -320,7 +330,10 @@ mod tests {
     fn req(method: &str, uri: &str, hdrs: &[(&str, &str)], body: &[u8]) -> Result<Command, Failure> {
         let mut map = HeaderMap::new();
         for (k, v) in hdrs {
-            map.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+            map.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
         }
         map_request(&method.parse().unwrap(), &uri.parse().unwrap(), &map, Bytes::copy_from_slice(body))
     }
@@ -331,7 +344,13 @@ mod tests {
 
     #[test]
     fn put_maps_to_create() {
-        let Command::Create(c) = req("PUT", "/v1/stream/s", &[("content-type", "Text/Plain; charset=utf-8"), ("stream-ttl", "60")], b"hi").unwrap() else {
+        let Command::Create(c) = req(
+            "PUT",
+            "/v1/stream/s",
+            &[("content-type", "Text/Plain; charset=utf-8"), ("stream-ttl", "60")],
+            b"hi",
+        )
+        .unwrap() else {
             panic!()
         };
         assert_eq!(c.create.content_type.as_deref(), Some("text/plain"));
@@ -344,15 +363,39 @@ mod tests {
 
     #[test]
     fn put_refusals() {
-        assert_eq!(status(req("PUT", "/v1/stream/s", &[("stream-ttl", "60"), ("stream-expires-at", "2030-01-01T00:00:00Z")], b"")), 400);
+        assert_eq!(
+            status(req(
+                "PUT",
+                "/v1/stream/s",
+                &[("stream-ttl", "60"), ("stream-expires-at", "2030-01-01T00:00:00Z")],
+                b""
+            )),
+            400
+        );
         for ttl in ["abc", "-1", "00060", "+60", "60.5", "1e3"] {
             assert_eq!(status(req("PUT", "/v1/stream/s", &[("stream-ttl", ttl)], b"")), 400, "{ttl}");
         }
         assert_eq!(status(req("PUT", "/v1/stream/s", &[("stream-expires-at", "not-a-timestamp")], b"")), 400);
         assert_eq!(status(req("PUT", "/v1/stream/s", &[("content-type", "application/json")], b"{bad")), 400);
         assert_eq!(status(req("PUT", "/v1/stream/s", &[("stream-fork-sub-offset", "0")], b"")), 400);
-        assert_eq!(status(req("PUT", "/v1/stream/s", &[("stream-forked-from", "/v1/stream/a"), ("stream-fork-sub-offset", "2")], b"")), 400);
-        assert_eq!(status(req("PUT", "/v1/stream/s", &[("stream-forked-from", "/v1/stream/a"), ("stream-fork-offset", "x")], b"")), 400);
+        assert_eq!(
+            status(req(
+                "PUT",
+                "/v1/stream/s",
+                &[("stream-forked-from", "/v1/stream/a"), ("stream-fork-sub-offset", "2")],
+                b""
+            )),
+            400
+        );
+        assert_eq!(
+            status(req(
+                "PUT",
+                "/v1/stream/s",
+                &[("stream-forked-from", "/v1/stream/a"), ("stream-fork-offset", "x")],
+                b""
+            )),
+            400
+        );
         assert_eq!(status(req("PUT", "/v1/stream/s", &[("content-type", "nonsense")], b"")), 400);
     }
 
@@ -368,7 +411,11 @@ mod tests {
 
     #[test]
     fn fork_headers() {
-        let hdrs = [("stream-forked-from", "/v1/stream/src"), ("stream-fork-offset", "0000000000000000_0000000000000004"), ("stream-fork-sub-offset", "3")];
+        let hdrs = [
+            ("stream-forked-from", "/v1/stream/src"),
+            ("stream-fork-offset", "0000000000000000_0000000000000004"),
+            ("stream-fork-sub-offset", "3"),
+        ];
         let Command::Create(c) = req("PUT", "/v1/stream/f", &hdrs, b"").unwrap() else { panic!() };
         let fork = c.fork.unwrap();
         assert_eq!(fork.source.stream(), "src");
@@ -381,7 +428,14 @@ mod tests {
         let Command::Append(a) = req(
             "POST",
             "/v1/stream/s",
-            &[("content-type", "text/plain"), ("producer-id", "p"), ("producer-epoch", "1"), ("producer-seq", "2"), ("stream-seq", "007"), ("stream-closed", "true")],
+            &[
+                ("content-type", "text/plain"),
+                ("producer-id", "p"),
+                ("producer-epoch", "1"),
+                ("producer-seq", "2"),
+                ("stream-seq", "007"),
+                ("stream-closed", "true"),
+            ],
             b"x",
         )
         .unwrap() else {
@@ -390,7 +444,13 @@ mod tests {
         assert_eq!(a.append.producer, Some(ProducerArgs { id: "p".into(), epoch: 1, seq: 2 }));
         assert_eq!(a.append.stream_seq.as_deref(), Some("007"));
         assert!(a.append.close_after);
-        let Command::Close(c) = req("POST", "/v1/stream/s", &[("stream-closed", "true"), ("content-type", "application/json")], b"").unwrap() else {
+        let Command::Close(c) = req(
+            "POST",
+            "/v1/stream/s",
+            &[("stream-closed", "true"), ("content-type", "application/json")],
+            b"",
+        )
+        .unwrap() else {
             panic!()
         };
         assert!(c.producer.is_none());
@@ -403,18 +463,46 @@ mod tests {
         assert_eq!(status(req("POST", "/v1/stream/s", &[], b"data")), 400);
         assert_eq!(status(req("POST", "/v1/stream/s", &[ct, ("producer-id", "p")], b"d")), 400);
         assert_eq!(status(req("POST", "/v1/stream/s", &[ct, ("producer-epoch", "0")], b"d")), 400);
-        assert_eq!(status(req("POST", "/v1/stream/s", &[ct, ("producer-id", "p"), ("producer-epoch", "0")], b"d")), 400);
+        assert_eq!(
+            status(req("POST", "/v1/stream/s", &[ct, ("producer-id", "p"), ("producer-epoch", "0")], b"d")),
+            400
+        );
         for (e, s) in [("0", "1abc"), ("0xyz", "0"), ("1e3", "0"), ("-1", "0")] {
-            assert_eq!(status(req("POST", "/v1/stream/s", &[ct, ("producer-id", "p"), ("producer-epoch", e), ("producer-seq", s)], b"d")), 400);
+            assert_eq!(
+                status(req(
+                    "POST",
+                    "/v1/stream/s",
+                    &[ct, ("producer-id", "p"), ("producer-epoch", e), ("producer-seq", s)],
+                    b"d"
+                )),
+                400
+            );
         }
-        assert_eq!(status(req("POST", "/v1/stream/s", &[ct, ("producer-id", ""), ("producer-epoch", "0"), ("producer-seq", "0")], b"d")), 400);
+        assert_eq!(
+            status(req(
+                "POST",
+                "/v1/stream/s",
+                &[ct, ("producer-id", ""), ("producer-epoch", "0"), ("producer-seq", "0")],
+                b"d"
+            )),
+            400
+        );
         assert_eq!(status(req("POST", "/v1/stream/s", &[ct, ("stream-closed", "maybe")], b"d")), 400);
-        assert_eq!(status(req("POST", "/v1/stream/s", &[("content-type", "application/json")], b"{ invalid json }")), 400);
+        assert_eq!(
+            status(req("POST", "/v1/stream/s", &[("content-type", "application/json")], b"{ invalid json }")),
+            400
+        );
     }
 
     #[test]
     fn get_maps_to_read() {
-        let Command::Read(r) = req("GET", "/v1/stream/s?offset=now&live=long-poll&cursor=7&foo=bar", &[("if-none-match", "\"e\"")], b"").unwrap() else {
+        let Command::Read(r) = req(
+            "GET",
+            "/v1/stream/s?offset=now&live=long-poll&cursor=7&foo=bar",
+            &[("if-none-match", "\"e\"")],
+            b"",
+        )
+        .unwrap() else {
             panic!()
         };
         assert_eq!((r.offset, r.live, r.cursor), (OffsetSpec::Now, Live::LongPoll, Some(7)));
@@ -425,7 +513,16 @@ mod tests {
 
     #[test]
     fn get_refusals() {
-        for q in ["offset=", "offset=a&offset=b", "offset=0,1", "offset=0%201", "live=long-poll", "live=sse", "offset=-1&live=ws", "offset=%zz"] {
+        for q in [
+            "offset=",
+            "offset=a&offset=b",
+            "offset=0,1",
+            "offset=0%201",
+            "live=long-poll",
+            "live=sse",
+            "offset=-1&live=ws",
+            "offset=%zz",
+        ] {
             assert_eq!(status(req("GET", &format!("/v1/stream/s?{q}"), &[], b"")), 400, "{q}");
         }
     }
@@ -438,6 +535,8 @@ mod tests {
         assert_eq!(status(req("POST", "/health", &[], b"")), 405);
         assert_eq!(status(req("GET", "/nope", &[], b"")), 404);
         assert_eq!(status(req("GET", "/v1/stream/a/b/c", &[], b"")), 400);
-        assert!(matches!(req("DELETE", "/v1/stream/b/s", &[], b"").unwrap(), Command::Delete(id) if id.bucket() == "b"));
+        assert!(
+            matches!(req("DELETE", "/v1/stream/b/s", &[], b"").unwrap(), Command::Delete(id) if id.bucket() == "b")
+        );
     }
 }

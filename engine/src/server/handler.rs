@@ -114,7 +114,8 @@ async fn create(ctx: &Ctx, cmd: CreateCmd, location: &str) -> Result<Response<Bo
 async fn append(ctx: &Ctx, cmd: AppendCmd) -> Result<Response<Body>, Failure> {
     let producer = cmd.append.producer.clone();
     let reply = ctx.engine.append(cmd.append).await?;
-    let status = if producer.is_some() && !reply.deduplicated { StatusCode::OK } else { StatusCode::NO_CONTENT };
+    let status =
+        if producer.is_some() && !reply.deduplicated { StatusCode::OK } else { StatusCode::NO_CONTENT };
     let mut out = Reply::new(status)
         .header(h::STREAM_NEXT_OFFSET, format_offset(reply.next_offset))
         .header_if(reply.closed, h::STREAM_CLOSED, "true");
@@ -211,7 +212,12 @@ async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
     }
 }
 
-async fn long_poll(ctx: &Ctx, cmd: ReadCmd, head: &HeadReply, offset: u64) -> Result<Response<Body>, Failure> {
+async fn long_poll(
+    ctx: &Ctx,
+    cmd: ReadCmd,
+    head: &HeadReply,
+    offset: u64,
+) -> Result<Response<Body>, Failure> {
     let options = &ctx.shared.options;
     let read = Read::new(cmd.id).offset(offset).max_len(options.max_read_bytes);
     let wait = pin!(ctx.engine.wait_read(read, options.long_poll_timeout));

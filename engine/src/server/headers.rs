@@ -45,7 +45,10 @@ pub const ALLOWED_METHODS: &str = "GET, HEAD, PUT, POST, DELETE, OPTIONS";
 /// Adds the headers every response carries.
 pub fn add_common(headers: &mut HeaderMap) {
     headers.insert(http::header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(HeaderName::from_static("cross-origin-resource-policy"), HeaderValue::from_static("cross-origin"));
+    headers.insert(
+        HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("cross-origin"),
+    );
     headers.insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
     headers.insert(http::header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSED_HEADERS));
 }
@@ -53,7 +56,10 @@ pub fn add_common(headers: &mut HeaderMap) {
 /// Adds the preflight answer's headers.
 pub fn add_preflight(headers: &mut HeaderMap) {
     headers.insert(http::header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(ALLOWED_METHODS));
-    headers.insert(http::header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOWED_REQUEST_HEADERS));
+    headers.insert(
+        http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(ALLOWED_REQUEST_HEADERS),
+    );
     headers.insert(http::header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
 }
 

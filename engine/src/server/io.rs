@@ -36,7 +36,11 @@ impl Io {
 }
 
 impl hyper::rt::Read for Io {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, mut buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
         let want = buf.remaining().min(SCRATCH_BYTES);
         if want == 0 {
             return Poll::Ready(Ok(()));

@@ -74,7 +74,10 @@ mod tests {
     #[test]
     fn flattens_one_level() {
         assert_eq!(texts(split_messages(br#"{"a":1}"#, false).unwrap()), [r#"{"a":1}"#]);
-        assert_eq!(texts(split_messages(b"[1, [2, 3], {\"b\":4}]", false).unwrap()), ["1", "[2, 3]", "{\"b\":4}"]);
+        assert_eq!(
+            texts(split_messages(b"[1, [2, 3], {\"b\":4}]", false).unwrap()),
+            ["1", "[2, 3]", "{\"b\":4}"]
+        );
         assert_eq!(texts(split_messages(b"[[[1]]]", false).unwrap()), ["[[1]]"]);
         assert_eq!(texts(split_messages(b" \"s\" ", false).unwrap()), ["\"s\""]);
     }

@@ -190,7 +190,11 @@ async fn serve_connection(ctx: Rc<Ctx>, stream: TcpStream, here: Rc<Cell<usize>>
         async move { Ok::<_, Infallible>(handle(ctx, req).await) }
     });
     let mut builder = http1::Builder::new();
-    builder.timer(CoreTimer).header_read_timeout(shared.options.header_read_timeout).keep_alive(true).writev(false);
+    builder
+        .timer(CoreTimer)
+        .header_read_timeout(shared.options.header_read_timeout)
+        .keep_alive(true)
+        .writev(false);
     let mut conn = pin!(builder.serve_connection(Io::new(stream), service));
     let stop = pin!(shared.shutdown.wait());
     match select(conn.as_mut(), stop).await {

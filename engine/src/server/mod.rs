@@ -48,9 +48,11 @@ pub fn run(args: &ServeArgs) -> Result<(), String> {
     let resolved = args.resolve()?;
     let dir = resolved.config.data_dir().display().to_string();
     // Signals first, so one that arrives while starting is not lost.
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    let engine = Engine::open(resolved.config).map_err(|e| format!("cannot open the data directory {dir}: {e}"))?;
+    let mut signals =
+        signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let engine =
+        Engine::open(resolved.config).map_err(|e| format!("cannot open the data directory {dir}: {e}"))?;
     let server = match Server::start(engine.clone(), resolved.addr, resolved.options) {
         Ok(s) => s,
         Err(e) => {

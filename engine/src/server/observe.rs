@@ -39,10 +39,22 @@ fn latency(out: &mut String, name: &str, help: &str, l: &LatencySummary) {
 pub fn render(engine: &Engine, stats: &HttpStats) -> String {
     let m = engine.metrics();
     let mut out = String::with_capacity(4096);
-    counter(&mut out, "rill_routed_requests_total", "Requests routed to a core.", "counter", m.routed_requests);
+    counter(
+        &mut out,
+        "rill_routed_requests_total",
+        "Requests routed to a core.",
+        "counter",
+        m.routed_requests,
+    );
     counter(&mut out, "rill_accepted_appends_total", "Appends accepted.", "counter", m.accepted_appends);
     counter(&mut out, "rill_applied_mutations_total", "Mutations applied.", "counter", m.applied_mutations);
-    counter(&mut out, "rill_mailbox_full_events_total", "Sends that found a mailbox full.", "counter", m.mailbox_full_events);
+    counter(
+        &mut out,
+        "rill_mailbox_full_events_total",
+        "Sends that found a mailbox full.",
+        "counter",
+        m.mailbox_full_events,
+    );
     counter(&mut out, "rill_live_waiters", "Parked live readers.", "gauge", m.live_waiters);
     counter(
         &mut out,
@@ -58,14 +70,23 @@ pub fn render(engine: &Engine, stats: &HttpStats) -> String {
         "counter",
         m.uncommitted_backpressure_events,
     );
-    counter(&mut out, "rill_overloaded_events_total", "Requests refused by a full core queue.", "counter", m.overloaded_events);
+    counter(
+        &mut out,
+        "rill_overloaded_events_total",
+        "Requests refused by a full core queue.",
+        "counter",
+        m.overloaded_events,
+    );
     counter(&mut out, "rill_hot_bytes", "Bytes not yet flushed to cold packs.", "gauge", m.hot_bytes);
     counter(&mut out, "rill_streams", "Streams stored.", "gauge", m.streams);
     let _ = writeln!(out, "# HELP rill_core_routed_requests_total Requests routed, per core.\n# TYPE rill_core_routed_requests_total counter");
     for c in &m.cores {
         let _ = writeln!(out, "rill_core_routed_requests_total{{core=\"{}\"}} {}", c.core, c.routed_requests);
     }
-    let _ = writeln!(out, "# HELP rill_core_mailbox_depth Mail queued, per core.\n# TYPE rill_core_mailbox_depth gauge");
+    let _ = writeln!(
+        out,
+        "# HELP rill_core_mailbox_depth Mail queued, per core.\n# TYPE rill_core_mailbox_depth gauge"
+    );
     for c in &m.cores {
         let _ = writeln!(out, "rill_core_mailbox_depth{{core=\"{}\"}} {}", c.core, c.mailbox_depth);
     }
@@ -73,10 +94,17 @@ pub fn render(engine: &Engine, stats: &HttpStats) -> String {
     latency(&mut out, "rill_read_latency_us", "Read latency, microseconds.", &m.read_latency);
     let _ = writeln!(out, "# HELP rill_http_responses_total HTTP responses by status class.\n# TYPE rill_http_responses_total counter");
     for (i, c) in stats.responses.iter().enumerate() {
-        let _ = writeln!(out, "rill_http_responses_total{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
+        let _ =
+            writeln!(out, "rill_http_responses_total{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
     }
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    counter(&mut out, "rill_http_connections_accepted_total", "Connections accepted.", "counter", load(&stats.connections_accepted));
+    counter(
+        &mut out,
+        "rill_http_connections_accepted_total",
+        "Connections accepted.",
+        "counter",
+        load(&stats.connections_accepted),
+    );
     counter(
         &mut out,
         "rill_http_connections_refused_total",
@@ -84,8 +112,20 @@ pub fn render(engine: &Engine, stats: &HttpStats) -> String {
         "counter",
         load(&stats.connections_refused),
     );
-    counter(&mut out, "rill_http_connections_active", "Open connections.", "gauge", load(&stats.connections_active));
-    counter(&mut out, "rill_http_sse_streams_active", "Open SSE streams.", "gauge", load(&stats.sse_streams_active));
+    counter(
+        &mut out,
+        "rill_http_connections_active",
+        "Open connections.",
+        "gauge",
+        load(&stats.connections_active),
+    );
+    counter(
+        &mut out,
+        "rill_http_sse_streams_active",
+        "Open SSE streams.",
+        "gauge",
+        load(&stats.sse_streams_active),
+    );
     out
 }
 

@@ -78,7 +78,8 @@ pub fn stream_id(rest: &str) -> Result<StreamId, PathError> {
             )))
         }
     };
-    StreamId::new(bucket, stream).map_err(|e| PathError::BadName(format!("cannot store this stream name: {e}")))
+    StreamId::new(bucket, stream)
+        .map_err(|e| PathError::BadName(format!("cannot store this stream name: {e}")))
 }
 
 /// Maps a path given in a header (`Stream-Forked-From`) to a stream id: a
@@ -105,9 +106,11 @@ fn decode_segment(field: &str, segment: &str) -> Result<String, PathError> {
     if segment.is_empty() {
         return Err(PathError::BadName(format!("the {field} segment of the path is empty")));
     }
-    let bytes = percent_decode(segment)
-        .ok_or_else(|| PathError::BadName(format!("the {field} segment {segment:?} has a malformed %-escape")))?;
-    String::from_utf8(bytes).map_err(|_| PathError::BadName(format!("the {field} segment is not UTF-8 once decoded")))
+    let bytes = percent_decode(segment).ok_or_else(|| {
+        PathError::BadName(format!("the {field} segment {segment:?} has a malformed %-escape"))
+    })?;
+    String::from_utf8(bytes)
+        .map_err(|_| PathError::BadName(format!("the {field} segment is not UTF-8 once decoded")))
 }
 
 /// Decodes `%XX` escapes; `None` for a truncated or non-hex escape.

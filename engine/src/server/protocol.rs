@@ -83,7 +83,12 @@ pub fn parse_ttl(text: &str) -> Result<u64, String> {
 pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
     let bad = || format!("{text:?} is not an RFC 3339 timestamp (e.g. 2026-12-03T10:00:00Z)");
     let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':'
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
     {
         return Err(bad());
     }
@@ -97,7 +102,12 @@ pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
     };
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) || hour > 23 || minute > 59 || second > 60
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
     {
         return Err(bad());
     }
@@ -147,17 +157,11 @@ pub fn format_rfc3339_ms(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
 }
 
 fn is_leap(year: u64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+    year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
 }
 
 fn days_in_month(year: u64, month: u64) -> u64 {
@@ -268,8 +272,13 @@ mod tests {
         assert_eq!(parse_rfc3339_ms("2024-10-09T00:00:00Z").unwrap(), CURSOR_EPOCH_S * 1000);
         assert_eq!(parse_rfc3339_ms("2024-10-09T01:00:00.250+01:00").unwrap(), CURSOR_EPOCH_S * 1000 + 250);
         assert_eq!(parse_rfc3339_ms("2024-02-29T00:00:00Z").unwrap() / 1000, 1_709_164_800);
-        for bad in ["not-a-timestamp", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2024-10-09 00:00:00Z", "2024-10-09T00:00:00"]
-        {
+        for bad in [
+            "not-a-timestamp",
+            "2024-13-01T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2024-10-09 00:00:00Z",
+            "2024-10-09T00:00:00",
+        ] {
             assert!(parse_rfc3339_ms(bad).is_err(), "{bad}");
         }
         let ms = 1_764_756_000_123;

@@ -38,10 +38,17 @@ impl http_body::Body for Body {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
-            Body::Full(bytes) => Poll::Ready(bytes.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))),
-            Body::Stream(stream) => stream.as_mut().poll_next(cx).map(|chunk| chunk.map(|b| Ok(Frame::data(b)))),
+            Body::Full(bytes) => {
+                Poll::Ready(bytes.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b))))
+            }
+            Body::Stream(stream) => {
+                stream.as_mut().poll_next(cx).map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
+            }
         }
     }
 

@@ -207,12 +207,14 @@ mod tests {
         let mut out = BytesMut::new();
         data_event(&mut out, b"Hello", Encoding::Base64);
         assert_eq!(&out[..], b"event: data\ndata:SGVsbG8=\n\n");
-        let r = ReadReply { payload: Bytes::new(), offset: 0, next_offset: 5, up_to_date: true, closed: false };
+        let r =
+            ReadReply { payload: Bytes::new(), offset: 0, next_offset: 5, up_to_date: true, closed: false };
         let mut out = BytesMut::new();
         control_event(&mut out, &r, 9);
         let text = String::from_utf8(out.to_vec()).unwrap();
         assert!(text.starts_with("event: control\ndata:{"));
-        let json: serde_json::Value = serde_json::from_str(text.trim_end().strip_prefix("event: control\ndata:").unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(text.trim_end().strip_prefix("event: control\ndata:").unwrap()).unwrap();
         assert_eq!(json["streamNextOffset"], format_offset(5));
         assert_eq!(json["streamCursor"], "9");
         assert_eq!(json["upToDate"], true);

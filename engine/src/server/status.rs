@@ -85,9 +85,10 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::ProducerDuplicateTooOld
         | ErrorCode::SnapshotConflict => StatusCode::CONFLICT,
         ErrorCode::ProducerFenced => StatusCode::FORBIDDEN,
-        ErrorCode::EmptyAppend | ErrorCode::InvalidName | ErrorCode::BadRequest | ErrorCode::OffsetOutOfRange => {
-            StatusCode::BAD_REQUEST
-        }
+        ErrorCode::EmptyAppend
+        | ErrorCode::InvalidName
+        | ErrorCode::BadRequest
+        | ErrorCode::OffsetOutOfRange => StatusCode::BAD_REQUEST,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::OffsetGone => StatusCode::GONE,
         ErrorCode::TooManyStreams => StatusCode::INSUFFICIENT_STORAGE,

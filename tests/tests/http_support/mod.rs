@@ -41,7 +41,8 @@ pub fn start_with(options: ServeOptions, tweak: impl FnOnce(Config) -> Config) -
     let dir = tempfile::tempdir().expect("temp dir");
     let config = tweak(Config::new(dir.path().join("data")).cores(1).groups(8));
     let engine = Engine::open(config).expect("open engine");
-    let server = Server::start(engine.clone(), "127.0.0.1:0".parse().unwrap(), options).expect("start server");
+    let server =
+        Server::start(engine.clone(), "127.0.0.1:0".parse().unwrap(), options).expect("start server");
     let base = format!("http://{}", server.local_addr());
     TestServer { engine, server, base, dir }
 }
@@ -69,7 +70,9 @@ impl Resp {
 
     /// The stream-next-offset header, which every stream answer has.
     pub fn offset(&self) -> String {
-        self.header("stream-next-offset").unwrap_or_else(|| panic!("no stream-next-offset in {self:?}")).to_string()
+        self.header("stream-next-offset")
+            .unwrap_or_else(|| panic!("no stream-next-offset in {self:?}"))
+            .to_string()
     }
 }
 
