@@ -91,7 +91,7 @@ pub struct ServeArgs {
     pub max_body_bytes: u64,
     /// Most bytes one read returns (the client continues from the offset
     /// it is given).
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
     pub max_read_bytes: usize,
     /// Open connections per core; more are closed as soon as accepted.
     #[arg(long, value_name = "N", default_value_t = 10_000)]

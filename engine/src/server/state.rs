@@ -35,7 +35,7 @@ impl Default for ServeOptions {
         ServeOptions {
             long_poll_timeout: Duration::from_secs(30),
             max_body_bytes: 16 << 20,
-            max_read_bytes: 1 << 20,
+            max_read_bytes: 4 << 20,
             max_connections_per_core: 10_000,
             header_read_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(10),
