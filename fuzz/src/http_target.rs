@@ -74,7 +74,9 @@ pub fn http_request(data: &[u8]) {
                 assert!(query.split('&').any(|p| p.starts_with("offset=")), "a live read without an offset");
             }
         }
-        Ok(Command::Head(_) | Command::Delete(_) | Command::Preflight | Command::Health | Command::Metrics) => {}
+        Ok(
+            Command::Head(_) | Command::Delete(_) | Command::Preflight | Command::Health | Command::Metrics,
+        ) => {}
     }
 }
 

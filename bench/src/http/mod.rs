@@ -163,6 +163,9 @@ pub fn main(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// One measure of a run, as a number.
+type Metric = Box<dyn Fn(&Measure) -> f64>;
+
 fn table(o: &HttpOptions, runs: &[Run]) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -181,7 +184,7 @@ fn table(o: &HttpOptions, runs: &[Run]) -> String {
         let errors = |kind: Kind| {
             runs.iter().filter(|r| r.cell == cell && r.kind == kind).map(|r| r.m.errors).sum::<u64>()
         };
-        let mut rows: Vec<(&str, Box<dyn Fn(&Measure) -> f64>)> = Vec::new();
+        let mut rows: Vec<(&str, Metric)> = Vec::new();
         if cell.is_throughput() {
             rows.push(("ops/s", Box::new(Measure::ops_per_s)));
             if matches!(cell, Cell::Append1MiBC15 | Cell::CatchUp) {
