@@ -167,6 +167,9 @@ fn a_connection_flood_is_capped_and_the_server_recovers() {
     while stats.connections_active.load(Ordering::Relaxed) > 0 {
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Finished connections leave nothing behind: only the accept loop
+    // waits on the shutdown latch.
+    assert_eq!(s.server.shared().shutdown.waiters(), 1);
     assert!(s.healthy());
     s.create_text("/v1/stream/after-flood", b"ok");
     assert_eq!(s.get("/v1/stream/after-flood").text(), "ok");

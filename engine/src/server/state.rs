@@ -2,13 +2,17 @@
 //! HTTP-level counters.
 //!
 //! [`Shutdown`] is a one-way latch any thread can trip; tasks on any core
-//! wait on it (their wakers are kept until it trips; glommio wakers may be
-//! woken from another thread). [`HttpStats`] are relaxed atomics summed
+//! wait on it (glommio wakers may be woken from another thread). A waiter
+//! dropped before the trip removes its waker, so the latch never holds
+//! more wakers than there are live waiters. [`HttpStats`] are relaxed atomics summed
 //! into `/metrics`; `connections_active` is also what the graceful
 //! shutdown waits on.
 
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -43,17 +47,21 @@ impl Default for ServeOptions {
     }
 }
 
-/// A latch that wakes every waiter when tripped.
+/// A latch that wakes every waiter when tripped. A waiter that is dropped
+/// before the latch trips takes its waker out again, so the set holds only
+/// live waiters (one per open connection, accept loop and parked read).
 #[derive(Debug, Default)]
 pub struct Shutdown {
     tripped: AtomicBool,
-    wakers: Mutex<Vec<Waker>>,
+    next_key: AtomicU64,
+    wakers: Mutex<HashMap<u64, Waker>>,
 }
 
 impl Shutdown {
     pub fn trip(&self) {
         self.tripped.store(true, Ordering::Release);
-        for w in self.wakers.lock().drain(..) {
+        let wakers: Vec<Waker> = self.wakers.lock().drain().map(|(_, w)| w).collect();
+        for w in wakers {
             w.wake();
         }
     }
@@ -63,21 +71,52 @@ impl Shutdown {
     }
 
     /// Resolves once the latch is tripped.
-    pub async fn wait(&self) {
-        std::future::poll_fn(|cx| {
-            if self.is_tripped() {
-                return Poll::Ready(());
+    pub fn wait(&self) -> ShutdownWait<'_> {
+        ShutdownWait { shutdown: self, key: None }
+    }
+
+    /// Waiters currently registered.
+    pub fn waiters(&self) -> usize {
+        self.wakers.lock().len()
+    }
+}
+
+/// The future of [`Shutdown::wait`].
+#[derive(Debug)]
+pub struct ShutdownWait<'a> {
+    shutdown: &'a Shutdown,
+    key: Option<u64>,
+}
+
+impl Future for ShutdownWait<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.shutdown.is_tripped() {
+            return Poll::Ready(());
+        }
+        let mut wakers = this.shutdown.wakers.lock();
+        if this.shutdown.is_tripped() {
+            return Poll::Ready(());
+        }
+        let key = *this.key.get_or_insert_with(|| this.shutdown.next_key.fetch_add(1, Ordering::Relaxed));
+        match wakers.get_mut(&key) {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            Some(w) => w.clone_from(cx.waker()),
+            None => {
+                wakers.insert(key, cx.waker().clone());
             }
-            let mut wakers = self.wakers.lock();
-            if self.is_tripped() {
-                return Poll::Ready(());
-            }
-            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                wakers.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for ShutdownWait<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.shutdown.wakers.lock().remove(&key);
+        }
     }
 }
 
@@ -123,6 +162,23 @@ mod tests {
         waiter.join().unwrap();
         assert!(s.is_tripped());
         futures::executor::block_on(s.wait());
+    }
+
+    #[test]
+    fn dropped_waiters_leave_the_set() {
+        let s = Shutdown::default();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut waits: Vec<_> = (0..10).map(|_| Box::pin(s.wait())).collect();
+        for w in &mut waits {
+            assert!(w.as_mut().poll(&mut cx).is_pending());
+            assert!(w.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(s.waiters(), 10);
+        waits.truncate(3);
+        assert_eq!(s.waiters(), 3);
+        drop(waits);
+        assert_eq!(s.waiters(), 0);
     }
 
     #[test]
