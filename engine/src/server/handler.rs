@@ -62,7 +62,7 @@ async fn serve(ctx: &Rc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>, 
         }
     }
     let body = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
+        Ok(collected) => own_small(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
             return Err(Failure::payload_too_large(limit as u64 + 1, limit as u64));
         }
@@ -90,6 +90,21 @@ async fn serve(ctx: &Rc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>, 
             Ok(Reply::new(StatusCode::NO_CONTENT).build())
         }
         Command::Read(cmd) => read(ctx, cmd).await,
+    }
+}
+
+/// Bodies below this are copied into their own allocation.
+pub const OWN_BELOW_BYTES: usize = 64 << 10;
+
+/// A small body arrives as a slice of hyper's read buffer; the engine keeps
+/// payloads (hot buffer, WAL batch) until they are flushed, and a slice
+/// would keep the whole buffer alive with it. So small bodies get their
+/// own allocation (large ones are mostly their own buffer already).
+fn own_small(body: Bytes) -> Bytes {
+    if body.len() < OWN_BELOW_BYTES {
+        Bytes::copy_from_slice(&body)
+    } else {
+        body
     }
 }
 
@@ -267,6 +282,17 @@ mod tests {
         assert!(etag_matches("*", tag));
         assert!(!etag_matches("\"0-5-c\"", tag));
         assert!(!etag_matches("", tag));
+    }
+
+    #[test]
+    fn small_bodies_get_their_own_allocation() {
+        let buffer = Bytes::from(vec![7u8; 1 << 20]);
+        let small = buffer.slice(10..110);
+        let owned = own_small(small.clone());
+        assert_eq!(owned, small);
+        assert_ne!(owned.as_ptr(), small.as_ptr());
+        let large = buffer.slice(0..OWN_BELOW_BYTES);
+        assert_eq!(own_small(large.clone()).as_ptr(), large.as_ptr());
     }
 
     #[test]
