@@ -409,3 +409,46 @@ fn health_and_metrics() {
     assert!(text.contains("rill_http_responses_total{class=\"2xx\"}"), "{text}");
     assert!(text.contains("rill_append_latency_us{quantile=\"0.99\"}"), "{text}");
 }
+
+#[test]
+fn a_full_group_is_507() {
+    let s = start_with(options(), |c| c.max_streams_per_group(1));
+    // Eight groups of one stream each: by the ninth create some group is full.
+    let statuses: Vec<u16> =
+        (0..9).map(|i| s.put(&format!("/v1/stream/full-{i}"), &[TEXT], b"").status).collect();
+    assert!(statuses.iter().all(|st| *st == 201 || *st == 507), "{statuses:?}");
+    let refused = (0..9).find(|i| statuses[*i] == 507).expect("some group must be full");
+    let r = s.put(&format!("/v1/stream/full-{refused}"), &[TEXT], b"");
+    assert_eq!(r.status, 507);
+    assert!(r.text().starts_with("too_many_streams: "), "{}", r.text());
+}
+
+#[test]
+fn sse_delivers_appends_made_while_subscribed() {
+    use std::io::Read as _;
+    let s = start_with(
+        rill::server::ServeOptions { long_poll_timeout: Duration::from_secs(20), ..options() },
+        |c| c,
+    );
+    s.create_text("/v1/stream/live", b"");
+    let url = s.url("/v1/stream/live?offset=now&live=sse");
+    let reader = std::thread::spawn(move || {
+        let response = http_support::agent().get(&url).call().expect("sse");
+        let mut stream = response.into_reader();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&seen).contains("data:fresh") {
+            let n = stream.read(&mut buf).expect("read");
+            assert!(n > 0, "the stream ended before the append arrived");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    while s.engine.metrics().live_waiters == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    s.append_text("/v1/stream/live", b"fresh");
+    let text = reader.join().unwrap();
+    assert!(text.starts_with("event: control\ndata:{"), "the first event reports the position: {text}");
+    assert!(text.contains("event: data\ndata:fresh\n"), "{text}");
+}
