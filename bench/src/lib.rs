@@ -8,10 +8,12 @@
 //! the peers compiled in ([`peers`]), interleaved, in repetitions, and
 //! writes a markdown table, JSON lines and an SVG plot ([`report`],
 //! [`plot`]) with the machine's fingerprint ([`machine`]). The criterion
-//! micro-benchmarks are in `benches/micro.rs`.
+//! micro-benchmarks are in `benches/micro.rs`. `rill-bench http` ([`http`])
+//! measures rill's HTTP server next to the official Durable Streams server.
 
 pub mod args;
 pub mod floor;
+pub mod http;
 pub mod machine;
 pub mod peers;
 pub mod plot;

@@ -16,6 +16,13 @@ fn main() {
         }
         return;
     }
+    if raw.first().map(String::as_str) == Some("http") {
+        if let Err(e) = rill_bench::http::main(&raw[1..]) {
+            eprintln!("rill-bench http: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let opts = match args::parse() {
         Ok(o) => o,
         Err(e) => {

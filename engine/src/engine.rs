@@ -19,7 +19,7 @@ use futures::channel::oneshot;
 use rill_shard::metrics::{CoreMetrics, GroupMetrics};
 use rill_shard::packs::{FsPackDir, PackDir};
 use rill_shard::runtime::calls::{self, output, Call};
-use rill_shard::runtime::envelope::{Envelope, Mail};
+use rill_shard::runtime::envelope::{CoreTask, Envelope, Mail};
 use rill_shard::runtime::mailbox::{mailbox, MailboxSender};
 use rill_shard::runtime::{system_clock, CoreSpec};
 use rill_shard::state::api::{
@@ -269,6 +269,24 @@ impl Engine {
         let placement = self.locate(&id);
         let max_len = self.inner.config.limits.group.max_read_bytes;
         self.call(placement, calls::Bootstrap { id, max_len }).await
+    }
+
+    /// Runs `make(core)` on every core's own thread and spawns the future it
+    /// returns on that core's executor, detached: the hook that lets a front
+    /// end (the HTTP server) run one task per core next to the groups. The
+    /// tasks must end by themselves before [`Engine::shutdown`]; a core
+    /// that stops drops whatever is left of them.
+    pub async fn spawn_on_cores<F>(&self, make: F) -> Result<()>
+    where
+        F: Fn(usize) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> + Send + Sync + 'static,
+    {
+        let make = Arc::new(make);
+        for (core, mailbox) in self.inner.mailboxes.iter().enumerate() {
+            let make = make.clone();
+            let task = CoreTask(Box::new(move || make(core)));
+            mailbox.send_waiting(Mail::Spawn(task)).await?;
+        }
+        Ok(())
     }
 
     /// Stops every core cleanly: queued requests and parked readers fail

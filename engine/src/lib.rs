@@ -31,6 +31,10 @@ mod metrics;
 mod runtime;
 mod shape;
 
+/// The HTTP server (feature `server`).
+#[cfg(feature = "server")]
+pub mod server;
+
 pub use admin::PurgeReport;
 pub use config::{online_cpus, Config, DEFAULT_GROUPS};
 pub use engine::Engine;

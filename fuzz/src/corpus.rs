@@ -319,6 +319,11 @@ pub fn seeds() -> Vec<Seed> {
         let recipe = out.rng.bytes(40 + i * 120);
         out.add("cold_pack", format!("recipe{i}"), recipe);
     }
+
+    // http_request: requests of every kind the server maps, and junk.
+    for (name, bytes) in crate::http_target::seeds() {
+        out.add("http_request", name, bytes);
+    }
     out.seeds
 }
 

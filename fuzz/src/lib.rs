@@ -8,7 +8,8 @@
 //!   engine: it is an oracle, kept independent of `rill_shard::state::group` on
 //!   purpose.
 //! * Decoder fuzz targets ([`targets`]) with their seed corpus and mutator
-//!   ([`corpus`]) and an input reader ([`cursor`]).
+//!   ([`corpus`]) and an input reader ([`cursor`]), and the HTTP server's
+//!   request-to-command mapping ([`http_target`]).
 //! * The deterministic simulation ([`sim`]): random operations, crashes and
 //!   I/O faults against the real state machine, WAL and recovery, checked
 //!   against the model; run by the `sim` binary and `tests/sim.rs`.
@@ -16,6 +17,7 @@
 
 pub mod corpus;
 pub mod cursor;
+pub mod http_target;
 pub mod model;
 pub mod model_cold;
 pub mod model_ops;

@@ -44,6 +44,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("recovery", recovery),
     ("shape_file", shape_file),
     ("cold_pack", cold_pack),
+    ("http_request", crate::http_target::http_request),
 ];
 
 /// The target called `name`.

@@ -129,4 +129,16 @@ pub enum Mail {
     Cold(ColdJob, oneshot::Sender<Result<u64>>),
     /// Stop the core; the sender is completed once it has stopped.
     Shutdown(oneshot::Sender<()>),
+    /// Build a task on the core's thread and spawn it there, detached.
+    Spawn(CoreTask),
+}
+
+/// A task maker sent to a core: called on the core's thread, and the future
+/// it returns is spawned on the core's executor (e.g. an accept loop).
+pub struct CoreTask(pub Box<dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> + Send>);
+
+impl std::fmt::Debug for CoreTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CoreTask")
+    }
 }

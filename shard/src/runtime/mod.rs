@@ -222,6 +222,9 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
                     .detach();
                 }
                 Mail::Shutdown(done) => return Some(done),
+                Mail::Spawn(task) => {
+                    glommio::spawn_local((task.0)()).detach();
+                }
             }
         }
         // Let the group tasks just fed run before taking more mail, so a

@@ -1,0 +1,238 @@
+//! The `rill` command line: `rill serve` and its flags.
+//!
+//! Every flag is documented in `--help`; clap refuses an unknown or
+//! malformed flag with a message and exit code 2. [`ServeArgs::resolve`]
+//! turns the flags into the engine's [`Config`], the server's
+//! [`ServeOptions`] and the address to listen on, refusing impossible
+//! combinations with a message (the engine checks its own limits again
+//! when it opens).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::state::ServeOptions;
+use crate::{Config, Durability, WalIo};
+
+/// rill: durable append-only streams, served over HTTP with the Durable
+/// Streams protocol.
+#[derive(Debug, Parser)]
+#[command(name = "rill", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process's arguments; prints help, the version or a usage
+    /// error and exits (code 2 for an error) when that is what they ask for.
+    pub fn from_env() -> Cli {
+        <Cli as Parser>::parse()
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Open (or create) a data directory and serve it over HTTP/1.1.
+    Serve(ServeArgs),
+}
+
+/// When the engine acknowledges a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// After the write is fdatasync'ed (survives power loss).
+    Fsync,
+    /// After the write reached the device; synced every --sync-interval-ms
+    /// (survives a process crash, may lose that interval on power loss).
+    Interval,
+}
+
+/// How WAL files are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WalIoArg {
+    /// O_DIRECT through io_uring.
+    Dma,
+    /// std::fs writes, for file systems without O_DIRECT (tmpfs).
+    Std,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    /// Data directory (created if missing; one server per directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Address to listen on, HOST:PORT (port 0 picks a free port; the
+    /// chosen address is printed on stdout).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4437")]
+    pub listen: String,
+    /// How long a long-poll waits for data before answering 204, in ms
+    /// (also the longest quiet gap in an SSE stream before a keep-alive).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub long_poll_timeout_ms: u64,
+    /// Executor cores (one pinned thread each; default: online CPUs).
+    #[arg(long, value_name = "N")]
+    pub cores: Option<usize>,
+    /// Groups; fixed for the life of the data directory.
+    #[arg(long, value_name = "N", default_value_t = crate::DEFAULT_GROUPS)]
+    pub groups: u32,
+    /// When writes are acknowledged.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync)]
+    pub durability: DurabilityArg,
+    /// Sync interval of --durability interval, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    pub sync_interval_ms: u64,
+    /// How WAL segment files are written.
+    #[arg(long, value_enum, default_value_t = WalIoArg::Dma)]
+    pub wal_io: WalIoArg,
+    /// Largest request body (and engine payload), in bytes; larger gets 413.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    pub max_body_bytes: u64,
+    /// Most bytes one read returns (the client continues from the offset
+    /// it is given).
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    pub max_read_bytes: usize,
+    /// Open connections per core; more are closed as soon as accepted.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_connections_per_core: usize,
+    /// A client must send a request's headers within this, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+    /// On SIGINT/SIGTERM, how long open requests may take to finish, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub drain_timeout_ms: u64,
+    /// Mail queued per core (see the engine's limits).
+    #[arg(long, value_name = "N")]
+    pub mailbox_capacity: Option<usize>,
+    /// Parked live readers (long-polls, SSE waits) per core; more get 503.
+    #[arg(long, value_name = "N")]
+    pub live_waiters_per_core: Option<usize>,
+    /// Hot (not yet flushed) bytes per group before appends get 503.
+    #[arg(long, value_name = "BYTES")]
+    pub max_hot_bytes_per_group: Option<u64>,
+    /// Bytes per group waiting for the WAL before appends get 503.
+    #[arg(long, value_name = "BYTES")]
+    pub max_uncommitted_bytes_per_group: Option<u64>,
+    /// Streams per group.
+    #[arg(long, value_name = "N")]
+    pub max_streams_per_group: Option<u64>,
+    /// How often each core removes expired streams, in ms.
+    #[arg(long, value_name = "MS")]
+    pub expiry_sweep_interval_ms: Option<u64>,
+    /// Do not pin the executor threads to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+/// Everything `rill serve` needs, from the flags.
+#[derive(Debug)]
+pub struct Resolved {
+    pub config: Config,
+    pub options: ServeOptions,
+    pub addr: SocketAddr,
+}
+
+impl ServeArgs {
+    pub fn resolve(&self) -> Result<Resolved, String> {
+        let addr = self
+            .listen
+            .to_socket_addrs()
+            .map_err(|e| format!("--listen {:?} is not an address: {e}", self.listen))?
+            .next()
+            .ok_or_else(|| format!("--listen {:?} resolves to no address", self.listen))?;
+        if self.long_poll_timeout_ms == 0 {
+            return Err("--long-poll-timeout-ms must be at least 1".into());
+        }
+        if self.max_body_bytes == 0 || self.max_read_bytes == 0 {
+            return Err("--max-body-bytes and --max-read-bytes must be positive".into());
+        }
+        let mut config = Config::new(&self.dir).groups(self.groups).max_payload_bytes(self.max_body_bytes);
+        if let Some(c) = self.cores {
+            config = config.cores(c);
+        }
+        config = config.durability(match self.durability {
+            DurabilityArg::Fsync => Durability::Fsync,
+            DurabilityArg::Interval => {
+                Durability::Interval(Duration::from_millis(self.sync_interval_ms.max(1)))
+            }
+        });
+        config = config.wal_io(match self.wal_io {
+            WalIoArg::Dma => WalIo::Dma,
+            WalIoArg::Std => WalIo::Std,
+        });
+        if let Some(v) = self.mailbox_capacity {
+            config = config.mailbox_capacity(v);
+        }
+        if let Some(v) = self.live_waiters_per_core {
+            config = config.live_waiters_per_core(v);
+        }
+        if let Some(v) = self.max_hot_bytes_per_group {
+            config = config.max_hot_bytes_per_group(v);
+        }
+        if let Some(v) = self.max_uncommitted_bytes_per_group {
+            config = config.max_uncommitted_bytes_per_group(v);
+        }
+        if let Some(v) = self.max_streams_per_group {
+            config = config.max_streams_per_group(v);
+        }
+        if let Some(v) = self.expiry_sweep_interval_ms {
+            config = config.expiry_sweep_interval_ms(v);
+        }
+        if self.no_pin {
+            config = config.pin_threads(false);
+        }
+        let options = ServeOptions {
+            long_poll_timeout: Duration::from_millis(self.long_poll_timeout_ms),
+            max_body_bytes: self.max_body_bytes as usize,
+            max_read_bytes: self.max_read_bytes,
+            max_connections_per_core: self.max_connections_per_core,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.max(1)),
+            drain_timeout: Duration::from_millis(self.drain_timeout_ms),
+        };
+        Ok(Resolved { config, options, addr })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("rill").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn serve_flags_resolve() {
+        let cli = parse(&[
+            "serve",
+            "--dir",
+            "/tmp/x",
+            "--listen",
+            "127.0.0.1:0",
+            "--long-poll-timeout-ms",
+            "500",
+            "--cores",
+            "1",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command;
+        let r = args.resolve().unwrap();
+        assert_eq!(r.options.long_poll_timeout, Duration::from_millis(500));
+        assert_eq!(r.addr.port(), 0);
+        assert_eq!(r.config.data_dir(), std::path::Path::new("/tmp/x"));
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        assert!(parse(&["serve"]).is_err());
+        assert!(parse(&["serve", "--dir", "d", "--bogus"]).is_err());
+        assert!(parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "soon"]).is_err());
+        let Command::Serve(args) =
+            parse(&["serve", "--dir", "d", "--listen", "not an address"]).unwrap().command;
+        assert!(args.resolve().unwrap_err().contains("--listen"));
+        let Command::Serve(args) =
+            parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "0"]).unwrap().command;
+        assert!(args.resolve().is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! `/health` and `/metrics`.
+//!
+//! `/health` answers `200 {"status":"ok",...}` while the engine takes
+//! requests. `/metrics` renders [`Engine::metrics`] and the HTTP counters
+//! in the Prometheus text format (version 0.0.4): engine totals as
+//! `rill_*`, per-core series with a `core` label, latency summaries as
+//! `rill_*_latency_us{quantile=...}`, and HTTP counters as `rill_http_*`.
+//! Names and labels are fixed strings, so the output needs no escaping.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+
+use super::respond::{Body, Reply};
+use super::state::HttpStats;
+use crate::{Engine, LatencySummary};
+
+/// The `/health` answer.
+pub fn health(engine: &Engine) -> Response<Body> {
+    let body = format!(r#"{{"status":"ok","cores":{},"groups":{}}}"#, engine.cores(), engine.groups());
+    Reply::new(StatusCode::OK).content_type("application/json").bytes(Bytes::from(body)).build()
+}
+
+fn counter(out: &mut String, name: &str, help: &str, kind: &str, value: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+}
+
+fn latency(out: &mut String, name: &str, help: &str, l: &LatencySummary) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+    for (q, v) in [("0.5", l.p50_us), ("0.99", l.p99_us), ("0.999", l.p999_us), ("1", l.max_us)] {
+        let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {v}");
+    }
+    let _ = writeln!(out, "{name}_count {}", l.count);
+}
+
+/// The metrics text.
+pub fn render(engine: &Engine, stats: &HttpStats) -> String {
+    let m = engine.metrics();
+    let mut out = String::with_capacity(4096);
+    counter(
+        &mut out,
+        "rill_routed_requests_total",
+        "Requests routed to a core.",
+        "counter",
+        m.routed_requests,
+    );
+    counter(&mut out, "rill_accepted_appends_total", "Appends accepted.", "counter", m.accepted_appends);
+    counter(&mut out, "rill_applied_mutations_total", "Mutations applied.", "counter", m.applied_mutations);
+    counter(
+        &mut out,
+        "rill_mailbox_full_events_total",
+        "Sends that found a mailbox full.",
+        "counter",
+        m.mailbox_full_events,
+    );
+    counter(&mut out, "rill_live_waiters", "Parked live readers.", "gauge", m.live_waiters);
+    counter(
+        &mut out,
+        "rill_live_read_backpressure_events_total",
+        "Live reads refused at the waiter cap.",
+        "counter",
+        m.live_read_backpressure_events,
+    );
+    counter(
+        &mut out,
+        "rill_uncommitted_backpressure_events_total",
+        "Writes refused for uncommitted bytes.",
+        "counter",
+        m.uncommitted_backpressure_events,
+    );
+    counter(
+        &mut out,
+        "rill_overloaded_events_total",
+        "Requests refused by a full core queue.",
+        "counter",
+        m.overloaded_events,
+    );
+    counter(&mut out, "rill_hot_bytes", "Bytes not yet flushed to cold packs.", "gauge", m.hot_bytes);
+    counter(&mut out, "rill_streams", "Streams stored.", "gauge", m.streams);
+    let _ = writeln!(out, "# HELP rill_core_routed_requests_total Requests routed, per core.\n# TYPE rill_core_routed_requests_total counter");
+    for c in &m.cores {
+        let _ = writeln!(out, "rill_core_routed_requests_total{{core=\"{}\"}} {}", c.core, c.routed_requests);
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rill_core_mailbox_depth Mail queued, per core.\n# TYPE rill_core_mailbox_depth gauge"
+    );
+    for c in &m.cores {
+        let _ = writeln!(out, "rill_core_mailbox_depth{{core=\"{}\"}} {}", c.core, c.mailbox_depth);
+    }
+    latency(&mut out, "rill_append_latency_us", "Append commit latency, microseconds.", &m.append_latency);
+    latency(&mut out, "rill_read_latency_us", "Read latency, microseconds.", &m.read_latency);
+    let _ = writeln!(out, "# HELP rill_http_responses_total HTTP responses by status class.\n# TYPE rill_http_responses_total counter");
+    for (i, c) in stats.responses.iter().enumerate() {
+        let _ =
+            writeln!(out, "rill_http_responses_total{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
+    }
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    counter(
+        &mut out,
+        "rill_http_connections_accepted_total",
+        "Connections accepted.",
+        "counter",
+        load(&stats.connections_accepted),
+    );
+    counter(
+        &mut out,
+        "rill_http_connections_refused_total",
+        "Connections closed at once for the per-core connection cap.",
+        "counter",
+        load(&stats.connections_refused),
+    );
+    counter(
+        &mut out,
+        "rill_http_connections_active",
+        "Open connections.",
+        "gauge",
+        load(&stats.connections_active),
+    );
+    counter(
+        &mut out,
+        "rill_http_sse_streams_active",
+        "Open SSE streams.",
+        "gauge",
+        load(&stats.sse_streams_active),
+    );
+    out
+}
+
+/// The `/metrics` answer.
+pub fn metrics(engine: &Engine, stats: &HttpStats) -> Response<Body> {
+    Reply::new(StatusCode::OK)
+        .content_type("text/plain; version=0.0.4")
+        .bytes(Bytes::from(render(engine, stats)))
+        .build()
+}
