@@ -1,0 +1,181 @@
+//! Golden fixtures: every on-disk format, as bytes committed under
+//! `tests/fixtures/`, with damaged variants (FORMAT.md).
+//!
+//! Each test builds the format's bytes from a fixed recipe and requires them
+//! to equal the committed file, then decodes the committed file and checks
+//! what it holds; the damaged variants must be refused with `Corrupted` (or,
+//! for a cut WAL tail, read as a torn tail keeping what precedes it). So a
+//! change to any format, on purpose or by accident, fails here until the
+//! fixtures are regenerated (`RILL_BLESS=1 cargo test -p rill-tests --test
+//! golden`) in the same commit as FORMAT.md and a version bump. The WAL
+//! version 1 fixture is what the previous release wrote: it must keep
+//! opening.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use rill::{Append, AppendBatch, Close, Create, ErrorCode};
+use rill_shard::state::command::{Command, Op};
+use rill_shard::state::group::{GroupLimits, GroupState};
+use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader};
+use rill_shard::wal::recovery;
+use rill_shard::wal::scan::{scan_segment, ScanEnd};
+use rill_tests::sid;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+/// Compares `built` with the committed fixture (or writes it when
+/// blessing) and returns the committed bytes.
+fn golden(name: &str, built: &[u8]) -> Vec<u8> {
+    let path = fixture(name);
+    if std::env::var_os("RILL_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, built).unwrap();
+    }
+    let committed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        committed == built,
+        "{name}: the format's bytes changed; bump its version, update FORMAT.md and regenerate with RILL_BLESS=1"
+    );
+    committed
+}
+
+/// A damaged copy of `bytes`: one byte at `at` flipped.
+fn flipped(bytes: &[u8], at: usize) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out[at] ^= 0x5a;
+    out
+}
+
+/// The commands every fixture is made of: creates, appends (one with a
+/// producer), a batch, a close.
+fn commands() -> Vec<Command> {
+    let (a, b) = (sid("golden", "a"), sid("golden", "b"));
+    let ops = vec![
+        Op::from(Create::new(a.clone()).content_type("text/plain")),
+        Op::from(Append::new(a.clone(), &b"hello"[..]).producer("writer", 1, 0)),
+        Op::from(Create::new(b.clone()).ttl_s(60).initial_payload(&b"first"[..])),
+        Op::from(AppendBatch::new(b.clone(), vec![Bytes::from_static(b"x"), Bytes::from_static(b"yz")])),
+        Op::from(Append::new(a.clone(), &b" world"[..]).stream_seq("0001")),
+        Op::from(Close::new(b)),
+    ];
+    ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_700_000_000_000 + i as u64, op }).collect()
+}
+
+/// The group the commands build (group 3 of 8).
+fn state() -> GroupState {
+    let mut state = GroupState::new(3, 8, GroupLimits::default());
+    for cmd in commands() {
+        assert!(state.apply(&cmd, &mut Vec::new()).mutated, "{cmd:?}");
+    }
+    state
+}
+
+/// A segment of `version` holding the commands as group 3's records, two
+/// flushes, and (version 2) an install reference at the end.
+fn segment(version: u16) -> Vec<u8> {
+    let mut bytes = SegmentHeader { version, ..SegmentHeader::new(1, 7, 100) }.encode();
+    let mut flush = Vec::new();
+    for (i, cmd) in commands().iter().enumerate() {
+        let body = postcard::to_stdvec(cmd).unwrap();
+        encode_record(&mut flush, 100 + i as u64, 3, 1 + i as u64, RecordKind::Command, &body).unwrap();
+        if i == 2 {
+            pad_to_block(&mut flush);
+            bytes.append(&mut flush);
+        }
+    }
+    if version >= 2 {
+        encode_record(&mut flush, 106, 3, 6, RecordKind::InstallRef, &[7u8; 32]).unwrap();
+    }
+    pad_to_block(&mut flush);
+    bytes.append(&mut flush);
+    bytes
+}
+
+// FORMAT.md "Write-ahead log segment": version 2 is what this build writes,
+// version 1 what the previous release wrote; both read back to the same
+// records, and damage is told from a torn tail.
+#[test]
+fn wal_segments_decode() {
+    for version in [1u16, 2] {
+        let committed = golden(&format!("wal-v{version}.wal"), &segment(version));
+        let scan = scan_segment(&committed).unwrap();
+        assert_eq!(scan.header.map(|h| (h.version, h.core, h.seq)), Some((version, 1, 7)));
+        assert_eq!(scan.end, ScanEnd::Clean);
+        let commands: Vec<Command> = scan
+            .records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Command)
+            .map(|r| postcard::from_bytes(r.body).unwrap())
+            .collect();
+        assert_eq!(commands, self::commands());
+        assert_eq!(scan.records.last().unwrap().kind == RecordKind::InstallRef, version == 2);
+
+        // A flipped byte inside an earlier record is corruption.
+        let first = scan.records[1].pos as usize + 30;
+        let err = scan_segment(&flipped(&committed, first)).map(|_| ()).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
+        // A cut inside the last record is a torn tail keeping the rest.
+        let last = scan.records.last().unwrap().pos as usize;
+        let torn = &committed[..last + 10];
+        let scan = scan_segment(torn).unwrap();
+        assert!(matches!(scan.end, ScanEnd::TornTail { .. }), "{:?}", scan.end);
+        assert_eq!(scan.records.len(), if version == 2 { 6 } else { 5 });
+    }
+}
+
+// FORMAT.md "Group snapshot": a checkpoint file decodes to the state it was
+// taken of; a flipped byte is refused.
+#[test]
+fn checkpoint_decodes() {
+    let built = state();
+    let committed = golden("checkpoint-v2.snap", &built.encode_snapshot());
+    let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
+    assert_eq!(decoded, built);
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 6));
+    for at in [9, committed.len() / 2, committed.len() - 1] {
+        let err = GroupState::decode_snapshot(&flipped(&committed, at), GroupLimits::default()).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
+    }
+}
+
+// A version 1 data directory (a checkpoint and a version 1 segment) still
+// opens through the real recovery, to the same state.
+#[test]
+fn a_version_1_data_directory_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = recovery::wal_dir(dir.path(), 1);
+    std::fs::create_dir_all(&wal).unwrap();
+    std::fs::create_dir_all(recovery::checkpoint_dir(dir.path())).unwrap();
+    std::fs::copy(fixture("wal-v1.wal"), wal.join("0000000000000007.wal")).unwrap();
+    let recovered = recovery::recover(dir.path(), 8, &GroupLimits::default()).unwrap();
+    assert_eq!(recovered.states[3], state());
+    assert_eq!(recovered.replayed_records, 6);
+}
+
+// FORMAT.md "Cold pack file": a pack decodes to its slices; a flipped data
+// byte fails that slice's check, a cut file does not open.
+#[test]
+fn pack_decodes() {
+    let parts_a: [&[u8]; 2] = [b"hello", b" world"];
+    let parts_b: [&[u8]; 1] = [b"firstxyz"];
+    let slices = [
+        rill_cold::SliceSpec { stream: "a", incarnation: 1, start: 0, parts: &parts_a },
+        rill_cold::SliceSpec { stream: "b", incarnation: 3, start: 0, parts: &parts_b },
+    ];
+    let built = rill_cold::encode_pack(3, 5 << 16, "golden", &slices).unwrap();
+    let committed = golden("pack-v1.pack", &built);
+    let reader = rill_cold::PackReader::from_bytes(Bytes::from(committed.clone())).unwrap();
+    assert_eq!((reader.group(), reader.pack_id(), reader.bucket()), (3, 5 << 16, "golden"));
+    assert_eq!(reader.slice_bytes(0).unwrap(), b"hello world");
+    assert_eq!(reader.slice_bytes(1).unwrap(), b"firstxyz");
+    let data = reader.slice_meta(1).unwrap().data_offset as usize;
+    let damaged = rill_cold::PackReader::from_bytes(Bytes::from(flipped(&committed, data + 2))).unwrap();
+    assert_eq!(damaged.slice_bytes(0).unwrap(), b"hello world", "other slices still serve");
+    assert!(damaged.slice_bytes(1).is_err(), "the damaged slice is refused");
+    assert!(
+        rill_cold::PackReader::from_bytes(Bytes::from(committed[..committed.len() - 3].to_vec())).is_err()
+    );
+}
