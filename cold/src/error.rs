@@ -19,17 +19,35 @@ pub enum ColdErrorKind {
     /// Bytes at rest are not what this crate wrote: a checksum mismatch, a
     /// bad magic or version, a field out of bounds, a truncated file. `what`
     /// says which check failed and where.
-    Corrupted { what: String },
+    Corrupted {
+        /// Which check failed, and where.
+        what: String,
+    },
     /// An operating-system call failed. `op` names the operation ("open",
     /// "write", "fsync", "rename", ...), `io_kind` is the error's
     /// [`io::ErrorKind`] (so a caller can tell, say, `NotFound` apart) and
     /// `message` its text, for people only.
-    Io { op: &'static str, io_kind: io::ErrorKind, message: String },
+    Io {
+        /// The operation that failed.
+        op: &'static str,
+        /// The error's kind.
+        io_kind: io::ErrorKind,
+        /// The error's text (for people only).
+        message: String,
+    },
     /// The request itself is invalid (an empty slice, a name that is empty or
     /// too long, a file name with a path separator); nothing was written.
-    InvalidInput { what: String },
+    InvalidInput {
+        /// What is invalid.
+        what: String,
+    },
     /// A slice index at or beyond the pack's slice count.
-    NoSuchSlice { index: usize, slice_count: usize },
+    NoSuchSlice {
+        /// The index asked for.
+        index: usize,
+        /// Slices the pack holds.
+        slice_count: usize,
+    },
 }
 
 /// An error of the cold tier: a kind, and the file it concerns when known.

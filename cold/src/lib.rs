@@ -13,6 +13,8 @@
 //! carries a version in its header and trailer, and is checksummed; a reader
 //! given bytes it does not recognise returns `Corrupted`, never panics.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod error;
 pub mod pack;
 pub mod planted;
@@ -22,7 +24,3 @@ pub use pack::{
     encode_pack, remove_pack, sync_dir, write_pack, PackCache, PackCacheStats, PackReader, PackSummary,
     SliceMeta, SliceSpec, SliceSummary, PACK_FORMAT_VERSION,
 };
-
-/// Format version of cold segment files. The cold tier's segments are packs
-/// (one flush of one bucket of one group), so this is the pack version.
-pub const SEGMENT_FORMAT_VERSION: u16 = PACK_FORMAT_VERSION;

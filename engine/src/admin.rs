@@ -8,10 +8,10 @@
 use std::sync::atomic::Ordering;
 
 use futures::channel::oneshot;
-use rill_shard::runtime::calls;
-use rill_shard::runtime::envelope::ColdJob;
-use rill_shard::runtime::envelope::Mail;
-use rill_shard::state::api::GroupSnapshot;
+use rill_shard::api::GroupSnapshot;
+use rill_shard::node::calls;
+use rill_shard::node::ColdJob;
+use rill_shard::node::Mail;
 use rill_shard::{Error, ErrorKind, Placement, Result};
 
 use crate::engine::Engine;
@@ -116,7 +116,7 @@ impl Engine {
     /// `run_gc`, a second purge reporting zero pending entries proves every
     /// byte of the bucket is gone from the cold tier.
     pub async fn purge_bucket(&self, bucket: &str) -> Result<PurgeReport> {
-        rill_shard::state::name::validate_name("bucket", bucket)?;
+        rill_shard::validate_name("bucket", bucket)?;
         let mut report = PurgeReport::default();
         for group in 0..self.inner.config.groups {
             let placement = Placement { core: self.core_of_group(group), group };

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use rill_shard::limits::{Limits, MailboxFull};
-use rill_shard::protocol::checkpoint::CheckpointConfig;
-use rill_shard::protocol::cold::ColdConfig;
-use rill_shard::runtime::Clock;
-use rill_shard::wal::log::{LogFactory, LogStore, MemLog};
-use rill_shard::wal::{Durability, WalConfig, WalIo};
+use rill_shard::log::{LogFactory, LogStore, MemLog};
+use rill_shard::node::Clock;
+use rill_shard::CheckpointConfig;
+use rill_shard::ColdConfig;
+use rill_shard::{Durability, WalConfig, WalIo};
 use rill_shard::{Error, Result};
+use rill_shard::{Limits, MailboxFull};
 
 /// Default number of groups.
 pub const DEFAULT_GROUPS: u32 = 64;
@@ -58,6 +58,8 @@ pub fn online_cpus() -> usize {
 }
 
 impl Config {
+    /// The defaults on data directory `data_dir`: one core per online CPU, 64 groups,
+    /// the limits of [`Limits::default`].
     pub fn new(data_dir: impl AsRef<Path>) -> Self {
         Config {
             data_dir: data_dir.as_ref().to_path_buf(),
@@ -89,6 +91,7 @@ impl Config {
         self.cold.check()
     }
 
+    /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
     }
@@ -111,6 +114,7 @@ impl Config {
         self
     }
 
+    /// The limits as configured so far.
     pub fn current_limits(&self) -> &Limits {
         &self.limits
     }

@@ -16,19 +16,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
-use rill_shard::metrics::{CoreMetrics, GroupMetrics};
-use rill_shard::packs::{FsPackDir, PackDir};
-use rill_shard::runtime::calls::{self, output, Call};
-use rill_shard::runtime::envelope::{CoreTask, Envelope, Mail};
-use rill_shard::runtime::mailbox::{mailbox, MailboxSender};
-use rill_shard::runtime::{system_clock, CoreSpec};
-use rill_shard::state::api::{
+use rill_shard::api::{
     Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
     HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
 };
-use rill_shard::state::group::GroupState;
-use rill_shard::wal::log::{LogFactory, LogStore};
-use rill_shard::wal::{recovery, WalLog};
+use rill_shard::log::{LogFactory, LogStore};
+use rill_shard::node::calls::{self, output, Call};
+use rill_shard::node::{mailbox, MailboxSender};
+use rill_shard::node::{recovery, WalLog};
+use rill_shard::node::{system_clock, CoreSpec};
+use rill_shard::node::{CoreTask, Envelope, Mail};
+use rill_shard::node::{FsPackDir, PackDir};
+use rill_shard::GroupState;
+use rill_shard::{CoreMetrics, GroupMetrics};
 use rill_shard::{Error, ErrorKind, Placement, Result, StreamId};
 
 use crate::config::Config;
@@ -68,7 +68,7 @@ impl Engine {
             (0..config.cores).map(|_| Arc::new(CoreMetrics::default())).collect();
         let group_metrics: Vec<Arc<GroupMetrics>> =
             (0..config.groups).map(|_| Arc::new(GroupMetrics::default())).collect();
-        let packs = Arc::new(FsPackDir::open(rill_shard::packs::cold_dir(&config.data_dir))?);
+        let packs = Arc::new(FsPackDir::open(rill_shard::node::cold_dir(&config.data_dir))?);
         let (mailboxes, specs) = core_specs(&config, packs, states, &core_metrics, &group_metrics);
         let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
         tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
@@ -85,14 +85,17 @@ impl Engine {
         })
     }
 
+    /// The configuration the engine was opened with.
     pub fn config(&self) -> &Config {
         &self.inner.config
     }
 
+    /// Cores (executors) the engine runs.
     pub fn cores(&self) -> usize {
         self.inner.config.cores
     }
 
+    /// Groups the engine holds (fixed for its data directory).
     pub fn groups(&self) -> u32 {
         self.inner.config.groups
     }
@@ -149,7 +152,7 @@ impl Engine {
     /// Creates a stream; idempotent when the settings match.
     pub async fn create(&self, req: Create) -> Result<CreateReply> {
         if let Some(attrs) = &req.attrs {
-            rill_shard::state::api::validate_attrs(attrs)?;
+            rill_shard::api::validate_attrs(attrs)?;
         }
         if let Some(p) = &req.initial_payload {
             self.check_payload(p.len() as u64)?;
@@ -226,7 +229,7 @@ impl Engine {
     /// Replaces a stream's attributes (a JSON object of at most 16 KiB).
     pub async fn set_attrs(&self, id: impl Borrow<StreamId>, json: impl Into<String>) -> Result<()> {
         let json = json.into();
-        rill_shard::state::api::validate_attrs(&json)?;
+        rill_shard::api::validate_attrs(&json)?;
         self.put_attrs(id.borrow().clone(), Some(json)).await
     }
 
@@ -350,8 +353,8 @@ fn recover_states(config: &Config) -> Result<Vec<GroupState>> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "recovery done"
     );
-    let packs = FsPackDir::open(rill_shard::packs::cold_dir(&config.data_dir))?;
-    let orphans = rill_shard::packs::remove_orphan_packs(&packs, &recovered.states)?;
+    let packs = FsPackDir::open(rill_shard::node::cold_dir(&config.data_dir))?;
+    let orphans = rill_shard::node::remove_orphan_packs(&packs, &recovered.states)?;
     if orphans > 0 {
         tracing::info!(count = orphans, "removed orphan pack files");
     }

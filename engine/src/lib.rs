@@ -24,6 +24,8 @@
 //! runtime, log seam) lives in `rill-shard` and is re-exported where a
 //! caller needs it.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod admin;
 mod config;
 mod engine;
@@ -36,27 +38,27 @@ mod shape;
 pub mod server;
 
 pub use admin::PurgeReport;
-pub use config::{online_cpus, Config, DEFAULT_GROUPS};
+pub use config::{online_cpus, Config, DEFAULT_GROUPS, DEFAULT_IO_MEMORY_BYTES};
 pub use engine::Engine;
 pub use metrics::MetricsSnapshot;
-pub use rill_shard::protocol::checkpoint::CheckpointConfig;
-pub use rill_shard::protocol::cold::ColdConfig;
-pub use rill_shard::wal::{Durability, WalConfig, WalIo};
-pub use shape::SHAPE_FILE;
+pub use rill_shard::CheckpointConfig;
+pub use rill_shard::ColdConfig;
+pub use rill_shard::{Durability, WalConfig, WalIo};
+pub use shape::{LOCK_FILE, SHAPE_FILE};
 
-pub use rill_shard::limits::{Limits, MailboxFull};
-pub use rill_shard::metrics::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
-pub use rill_shard::state::api::{
+pub use rill_shard::api::{
     AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
     CreateReply, GroupSnapshot, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
     DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
 };
-pub use rill_shard::state::integrity::{record_digest, Integrity, SetSum};
-pub use rill_shard::{placement::placement_hash, state::name::MAX_NAME_LEN};
+pub use rill_shard::{placement_hash, MAX_NAME_LEN};
+pub use rill_shard::{record_digest, Integrity, SetSum};
+pub use rill_shard::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
 pub use rill_shard::{Error, ErrorClass, ErrorCode, ErrorKind, Placement, Result, StreamId};
+pub use rill_shard::{Limits, MailboxFull};
 
 /// Seams for tests and tools: the log store trait and its in-memory store.
 pub mod seams {
-    pub use rill_shard::runtime::{system_clock, Clock};
-    pub use rill_shard::wal::log::{EntryBody, LocalFuture, LogEntry, LogFactory, LogStore, Lsn, MemLog};
+    pub use rill_shard::log::{EntryBody, LocalFuture, LogEntry, LogFactory, LogStore, Lsn, MemLog};
+    pub use rill_shard::node::{system_clock, Clock};
 }

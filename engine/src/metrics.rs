@@ -5,24 +5,36 @@
 //! quiet, per-group sums equal the totals too. Latency summaries merge every
 //! core's HDR histogram.
 
-use rill_shard::metrics::{empty_histogram, CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
+use rill_shard::{empty_histogram, CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
 
 use crate::engine::Engine;
 
 /// A point-in-time copy of every counter.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetricsSnapshot {
+    /// Requests routed to a group, over every core.
     pub routed_requests: u64,
+    /// Appends that added a record.
     pub accepted_appends: u64,
+    /// Commands applied and logged.
     pub applied_mutations: u64,
+    /// Sends that found a mailbox full.
     pub mailbox_full_events: u64,
+    /// Live readers parked now.
     pub live_waiters: u64,
+    /// Live reads refused at the waiter cap.
     pub live_read_backpressure_events: u64,
+    /// Mutations refused at the uncommitted-bytes limit.
     pub uncommitted_backpressure_events: u64,
+    /// Requests refused at a full group queue.
     pub overloaded_events: u64,
+    /// Bytes held hot, over every group.
     pub hot_bytes: u64,
+    /// Streams held, over every group.
     pub streams: u64,
+    /// Each core's snapshot.
     pub cores: Vec<CoreMetricsSnapshot>,
+    /// Each group's snapshot.
     pub groups: Vec<GroupMetricsSnapshot>,
     /// Append commit latency, from the call to the durable reply.
     pub append_latency: LatencySummary,

@@ -2,7 +2,7 @@
 //!
 //! Each core is one OS thread running a glommio `LocalExecutor`, pinned to
 //! one CPU (`Placement::Fixed`) unless pinning is turned off. The executor
-//! runs [`rill_shard::runtime::run_core`] until it is told to stop or its
+//! runs [`rill_shard::node::run_core`] until it is told to stop or its
 //! mailbox loses every sender; the thread then reports on a channel so the
 //! handle can wait for it with a deadline instead of blocking forever.
 
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use glommio::{LocalExecutorBuilder, Placement as CpuPlacement};
 use parking_lot::Mutex;
-use rill_shard::runtime::{run_core, CoreSpec};
+use rill_shard::node::{run_core, CoreSpec};
 use rill_shard::{Error, ErrorKind, Result};
 
 /// The running executor threads of one engine.

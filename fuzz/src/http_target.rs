@@ -15,7 +15,7 @@
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
-use rill::server::command::{Command, Live};
+use rill::server::{HttpCommand as Command, Live};
 
 /// Splits the input into a request; `None` when method or URI is invalid.
 pub fn request_of(data: &[u8]) -> Option<(Method, Uri, HeaderMap, Bytes)> {

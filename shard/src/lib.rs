@@ -3,36 +3,103 @@
 //! The crate is three layers, each a folder, with a few leaves below them
 //! (imports only ever point down):
 //!
-//! * [`runtime`]: the glommio side of a core: mailbox, dispatcher, group
-//!   tasks, the commit queue, checkpoints and the cold worker.
-//! * [`packs`]: the cold tier's synchronous file work (writing, reading,
-//!   removing and checking pack files).
-//! * [`wal`]: the log seam and the write-ahead log: record format, devices,
-//!   writer, recovery.
-//! * [`protocol`]: the runtime's protocols (mutation admission, checkpoint
+//! * `runtime/`: the glommio side of a core: mailbox, dispatcher, group
+//!   tasks, the commit queue, and the thin drivers of the protocols below.
+//! * `protocol/`: the runtime's protocols (mutation admission, checkpoint
 //!   runs, cold jobs) as sans-IO step machines the runtime and the
 //!   simulation both drive.
-//! * [`state`]: the pure group state machine and its vocabulary (API
+//! * `packs/`: the cold tier's synchronous file work (writing, reading,
+//!   removing and checking pack files) behind a pack-directory seam.
+//! * `wal/`: the log seam and the write-ahead log: record format, devices,
+//!   writer, recovery.
+//! * `state/`: the pure group state machine and its vocabulary (API
 //!   values, logged commands, names, integrity set-sums).
-//! * leaves: [`error`], [`placement`], [`local`] (the single-threaded
-//!   primitives every task uses), [`limits`], [`metrics`].
+//! * leaves: errors, placement, `local/` (the single-threaded primitives
+//!   every task uses), limits, metrics.
 //!
-//! Nothing here knows about other cores; the `rill` crate wires cores
-//! together.
+//! The modules are private; what the `rill` crate needs is the face below
+//! ([`api`], [`log`], [`node`] and the root re-exports). The `internals`
+//! feature makes every module public for the benchmarks, the fuzzing and
+//! simulation harness and the integration tests, and the `planted` feature
+//! compiles in the harness's deliberate bugs ([`planted`] docs). Nothing
+//! here knows about other cores; the `rill` crate wires cores together.
+//!
+//! The `unreachable_pub` lint is not enabled here: items the harnesses reach
+//! through `internals` are `pub` inside modules that are private in the
+//! default build, where that lint would flag them; the module privacy and
+//! this face are what keep the surface small.
 
-pub mod error;
-pub mod limits;
-pub mod local;
-pub mod metrics;
-pub mod packs;
-pub mod placement;
-#[doc(hidden)]
+#![cfg_attr(not(feature = "internals"), warn(missing_docs))]
+
+/// Declares the crate's modules: private, or public with `internals`.
+macro_rules! modules {
+    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$meta])*
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        $(#[$meta])*
+        #[cfg(not(feature = "internals"))]
+        mod $name;
+    )*};
+}
+
+modules!(
+    /// The one error type (SPEC §5).
+    error,
+    /// Every bound of the runtime.
+    limits,
+    /// Single-threaded primitives of a core's tasks.
+    local,
+    /// Per-core and per-group counters and histograms.
+    metrics,
+    /// The cold tier's file work.
+    packs,
+    /// Placement of streams on groups and cores.
+    placement,
+    /// The runtime's protocols as sans-IO step machines.
+    protocol,
+    /// One core's glommio runtime.
+    runtime,
+    /// The pure state machine and its vocabulary.
+    state,
+    /// The log seam and the write-ahead log.
+    wal,
+);
+
+/// Deliberately planted bugs for the harnesses (feature `planted`).
+#[cfg(feature = "planted")]
 pub mod planted;
-pub mod protocol;
-pub mod runtime;
-pub mod state;
-pub mod wal;
+#[cfg(not(feature = "planted"))]
+mod planted;
 
-pub use error::{Error, ErrorClass, ErrorCode, ErrorKind, Result};
-pub use placement::Placement;
-pub use state::name::StreamId;
+pub use crate::error::{Error, ErrorClass, ErrorCode, ErrorKind, Result};
+pub use crate::limits::{Limits, MailboxFull, DEFAULT_MAX_BATCH_ITEMS, DEFAULT_MAX_PAYLOAD_BYTES};
+pub use crate::metrics::{
+    empty_histogram, CoreMetrics, CoreMetricsSnapshot, GroupMetrics, GroupMetricsSnapshot, LatencySummary,
+};
+pub use crate::placement::{placement_hash, Placement};
+pub use crate::protocol::checkpoint::CheckpointConfig;
+pub use crate::protocol::cold::ColdConfig;
+pub use crate::state::api;
+pub use crate::state::group::{GroupLimits, GroupState};
+pub use crate::state::integrity::{record_digest, Integrity, SetSum};
+pub use crate::state::name::{validate_name, StreamId, MAX_NAME_LEN};
+pub use crate::wal::{Durability, WalConfig, WalIo};
+
+/// The log seam: what a core's log store implements (the write-ahead log,
+/// the in-memory log, the tests' gated logs).
+pub mod log {
+    pub use crate::wal::log::{EntryBody, LocalFuture, LogEntry, LogFactory, LogStore, Lsn, MemLog};
+}
+
+/// What the engine handle is built from: starting a core, its mailbox and
+/// message vocabulary, the typed calls, recovery at open, the pack
+/// directory.
+pub mod node {
+    pub use crate::packs::{cold_dir, remove_orphan_packs, FsPackDir, PackDir};
+    pub use crate::runtime::calls;
+    pub use crate::runtime::envelope::{ColdJob, CoreTask, Envelope, Mail};
+    pub use crate::runtime::mailbox::{mailbox, MailboxSender};
+    pub use crate::runtime::{run_core, system_clock, Clock, CoreSpec};
+    pub use crate::wal::{recovery, WalLog};
+}

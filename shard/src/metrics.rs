@@ -17,36 +17,52 @@ use parking_lot::Mutex;
 /// Per-group counters and gauges.
 #[derive(Debug, Default)]
 pub struct GroupMetrics {
+    /// Requests the dispatcher handed to a group.
     pub routed_requests: AtomicU64,
     /// Appends that added a record (batch items count one each; duplicates
     /// do not count).
     pub accepted_appends: AtomicU64,
+    /// Payload bytes those appends added.
     pub appended_bytes: AtomicU64,
+    /// Commands applied and logged.
     pub applied_mutations: AtomicU64,
+    /// Bytes held in memory, not yet flushed to packs.
     pub hot_bytes: AtomicU64,
+    /// The most hot bytes held at once.
     pub hot_bytes_high_water: AtomicU64,
+    /// Payload bytes submitted to the log but not yet durable.
     pub uncommitted_bytes: AtomicU64,
+    /// Requests refused by a backpressure limit.
     pub backpressure_events: AtomicU64,
+    /// Streams held.
     pub streams: AtomicU64,
+    /// The group's commit index.
     pub commit_index: AtomicU64,
+    /// Flushes committed.
     pub flushes: AtomicU64,
+    /// Cold chunks those flushes made.
     pub flushed_chunks: AtomicU64,
+    /// Bytes those flushes moved into packs.
     pub flushed_bytes: AtomicU64,
+    /// Reclamation entries whose files were removed.
     pub gc_entries: AtomicU64,
 }
 
 impl GroupMetrics {
+    /// Counts one committed flush of `chunks` chunks and `bytes` bytes.
     pub fn record_flush(&self, chunks: u64, bytes: u64) {
         self.flushes.fetch_add(1, Relaxed);
         self.flushed_chunks.fetch_add(chunks, Relaxed);
         self.flushed_bytes.fetch_add(bytes, Relaxed);
     }
 
+    /// Sets the hot-bytes gauge (and its high-water mark).
     pub fn set_hot_bytes(&self, hot: u64) {
         self.hot_bytes.store(hot, Relaxed);
         self.hot_bytes_high_water.fetch_max(hot, Relaxed);
     }
 
+    /// A point-in-time copy of the counters.
     pub fn snapshot(&self, group: u32, core: usize) -> GroupMetricsSnapshot {
         GroupMetricsSnapshot {
             group,
@@ -72,22 +88,36 @@ impl GroupMetrics {
 /// Per-core counters, gauges and histograms.
 #[derive(Debug)]
 pub struct CoreMetrics {
+    /// Requests the dispatcher handed to a group.
     pub routed_requests: AtomicU64,
+    /// Appends that added a record (duplicates do not count).
     pub accepted_appends: AtomicU64,
+    /// Commands applied and logged.
     pub applied_mutations: AtomicU64,
+    /// Sends that found the core's mailbox full.
     pub mailbox_full_events: AtomicU64,
+    /// Live readers parked now.
     pub live_waiters: AtomicU64,
+    /// Live reads refused at the waiter cap.
     pub live_read_backpressure_events: AtomicU64,
+    /// Mutations refused at the uncommitted-bytes limit.
     pub uncommitted_backpressure_events: AtomicU64,
+    /// Requests refused at a full group queue.
     pub overloaded_events: AtomicU64,
     /// Live reads answered from one shared read (counts the sharing readers
     /// beyond the first).
     pub shared_read_hits: AtomicU64,
+    /// Flushes committed.
     pub flushes: AtomicU64,
+    /// Cold chunks those flushes made.
     pub flushed_chunks: AtomicU64,
+    /// Bytes those flushes moved into packs.
     pub flushed_bytes: AtomicU64,
+    /// Reclamation entries whose files were removed.
     pub gc_entries: AtomicU64,
+    /// Compactions that replaced chunks.
     pub compactions: AtomicU64,
+    /// Appends refused at the hot-bytes limit.
     pub cold_backpressure_events: AtomicU64,
     append_latency: Mutex<Histogram<u64>>,
     read_latency: Mutex<Histogram<u64>>,
@@ -124,20 +154,24 @@ fn new_histogram() -> Histogram<u64> {
 }
 
 impl CoreMetrics {
+    /// Counts one committed flush of `chunks` chunks and `bytes` bytes.
     pub fn record_flush(&self, chunks: u64, bytes: u64) {
         self.flushes.fetch_add(1, Relaxed);
         self.flushed_chunks.fetch_add(chunks, Relaxed);
         self.flushed_bytes.fetch_add(bytes, Relaxed);
     }
 
+    /// Records one append's latency (send to reply).
     pub fn record_append_latency(&self, latency: Duration) {
         record(&self.append_latency, latency);
     }
 
+    /// Records one read's latency (send to reply).
     pub fn record_read_latency(&self, latency: Duration) {
         record(&self.read_latency, latency);
     }
 
+    /// A point-in-time copy of the counters.
     pub fn snapshot(
         &self,
         core: usize,
@@ -183,58 +217,98 @@ fn record(h: &Mutex<Histogram<u64>>, latency: Duration) {
 /// A point-in-time copy of one group's metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupMetricsSnapshot {
+    /// The group.
     pub group: u32,
+    /// The core.
     pub core: usize,
+    /// Requests the dispatcher handed to a group.
     pub routed_requests: u64,
+    /// Appends that added a record (duplicates do not count).
     pub accepted_appends: u64,
+    /// Payload bytes those appends added.
     pub appended_bytes: u64,
+    /// Commands applied and logged.
     pub applied_mutations: u64,
+    /// Bytes held in memory, not yet flushed to packs.
     pub hot_bytes: u64,
+    /// The most hot bytes held at once.
     pub hot_bytes_high_water: u64,
+    /// Payload bytes submitted to the log but not yet durable.
     pub uncommitted_bytes: u64,
+    /// Requests refused by a backpressure limit.
     pub backpressure_events: u64,
+    /// Streams held.
     pub streams: u64,
+    /// The group's commit index.
     pub commit_index: u64,
+    /// Flushes committed.
     pub flushes: u64,
+    /// Cold chunks those flushes made.
     pub flushed_chunks: u64,
+    /// Bytes those flushes moved into packs.
     pub flushed_bytes: u64,
+    /// Reclamation entries whose files were removed.
     pub gc_entries: u64,
 }
 
 /// A point-in-time copy of one core's metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CoreMetricsSnapshot {
+    /// The core.
     pub core: usize,
+    /// Requests the dispatcher handed to a group.
     pub routed_requests: u64,
+    /// Appends that added a record (duplicates do not count).
     pub accepted_appends: u64,
+    /// Commands applied and logged.
     pub applied_mutations: u64,
+    /// Mail waiting in the mailbox when the snapshot was taken.
     pub mailbox_depth: usize,
+    /// The mailbox's capacity.
     pub mailbox_capacity: usize,
+    /// Sends that found the core's mailbox full.
     pub mailbox_full_events: u64,
+    /// Live readers parked now.
     pub live_waiters: u64,
+    /// Live reads refused at the waiter cap.
     pub live_read_backpressure_events: u64,
+    /// Mutations refused at the uncommitted-bytes limit.
     pub uncommitted_backpressure_events: u64,
+    /// Requests refused at a full group queue.
     pub overloaded_events: u64,
+    /// Live reads answered from a read another reader at the same place shared.
     pub shared_read_hits: u64,
+    /// Flushes committed.
     pub flushes: u64,
+    /// Cold chunks those flushes made.
     pub flushed_chunks: u64,
+    /// Bytes those flushes moved into packs.
     pub flushed_bytes: u64,
+    /// Reclamation entries whose files were removed.
     pub gc_entries: u64,
+    /// Compactions that replaced chunks.
     pub compactions: u64,
+    /// Appends refused at the hot-bytes limit.
     pub cold_backpressure_events: u64,
 }
 
 /// Latency percentiles in microseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatencySummary {
+    /// Samples recorded.
     pub count: u64,
+    /// Median, in microseconds.
     pub p50_us: u64,
+    /// 99th percentile, in microseconds.
     pub p99_us: u64,
+    /// 99.9th percentile, in microseconds.
     pub p999_us: u64,
+    /// Largest sample, in microseconds.
     pub max_us: u64,
 }
 
 impl LatencySummary {
+    /// The percentiles of a histogram.
     pub fn of(h: &Histogram<u64>) -> Self {
         if h.is_empty() {
             return LatencySummary::default();

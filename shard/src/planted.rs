@@ -1,3 +1,6 @@
+// Without the feature the bugs are named but never planted.
+#![cfg_attr(not(feature = "planted"), allow(dead_code))]
+
 //! Deliberately planted bugs, for showing that the fuzzing harness catches
 //! what it claims to catch (`fuzz/tests/teeth.rs`, FUZZING.md).
 //!
@@ -10,11 +13,15 @@
 //! load). Nothing outside the fuzzing harness may call [`plant`]; only the
 //! power-loss test's child process calls [`plant_process`], which plants
 //! a bug in every thread of the process.
+//!
+//! The switches exist only with the `planted` cargo feature, which only the
+//! harnesses enable (`rill-fuzz`, and `rill-tests` for its teeth runs):
+//! without it [`active`] is a constant `false`, every guarded branch is
+//! compiled out, and a release build of `rill` carries no planted code
+//! (`.ci/run` checks that the feature is off there).
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU8, Ordering};
-
-/// A bug that a test can plant.
+/// A bug that a test can plant (the names exist in every build; only the
+/// `planted` feature can turn one on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Bug {
@@ -86,29 +93,47 @@ impl Bug {
     }
 }
 
-thread_local! {
-    static PLANTED: Cell<u8> = const { Cell::new(0) };
+#[cfg(feature = "planted")]
+mod switch {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    use super::Bug;
+
+    thread_local! {
+        static PLANTED: Cell<u8> = const { Cell::new(0) };
+    }
+
+    /// The process-wide bug, for a child process the power-loss test runs
+    /// (every thread of it, the engine's executors included).
+    static PROCESS: AtomicU8 = AtomicU8::new(0);
+
+    /// Plants `bug` in every thread of the process (`None` removes it). Only
+    /// test processes call this, at start (`RILL_PLANT` in the power-loss
+    /// child).
+    pub fn plant_process(bug: Option<Bug>) {
+        PROCESS.store(bug.map_or(0, |b| b as u8), Ordering::Relaxed);
+    }
+
+    /// Plants `bug` on the calling thread (`None` removes it).
+    pub fn plant(bug: Option<Bug>) {
+        PLANTED.with(|p| p.set(bug.map_or(0, |b| b as u8)));
+        rill_cold::planted::skip_slice_checksum(bug == Some(Bug::SkipPackChecksum));
+    }
+
+    /// True when `bug` is planted on the calling thread.
+    #[inline]
+    pub fn active(bug: Bug) -> bool {
+        PLANTED.with(|p| p.get() == bug as u8) || PROCESS.load(Ordering::Relaxed) == bug as u8
+    }
 }
 
-/// The process-wide bug, for a child process the power-loss test runs
-/// (every thread of it, the engine's executors included).
-static PROCESS: AtomicU8 = AtomicU8::new(0);
+#[cfg(feature = "planted")]
+pub use self::switch::{active, plant, plant_process};
 
-/// Plants `bug` in every thread of the process (`None` removes it). Only
-/// test processes call this, at start (`RILL_PLANT` in the power-loss
-/// child).
-pub fn plant_process(bug: Option<Bug>) {
-    PROCESS.store(bug.map_or(0, |b| b as u8), Ordering::Relaxed);
-}
-
-/// Plants `bug` on the calling thread (`None` removes it).
-pub fn plant(bug: Option<Bug>) {
-    PLANTED.with(|p| p.set(bug.map_or(0, |b| b as u8)));
-    rill_cold::planted::skip_slice_checksum(bug == Some(Bug::SkipPackChecksum));
-}
-
-/// True when `bug` is planted on the calling thread.
-#[inline]
-pub fn active(bug: Bug) -> bool {
-    PLANTED.with(|p| p.get() == bug as u8) || PROCESS.load(Ordering::Relaxed) == bug as u8
+/// Without the `planted` feature no bug is ever active.
+#[cfg(not(feature = "planted"))]
+#[inline(always)]
+pub fn active(_bug: Bug) -> bool {
+    false
 }

@@ -6,7 +6,7 @@ mod http_support;
 use std::time::Duration;
 
 use http_support::{call, options, start, start_with};
-use rill::server::protocol::format_offset;
+use rill::server::format_offset;
 
 const TEXT: (&str, &str) = ("content-type", "text/plain");
 

@@ -52,8 +52,11 @@ pub type Digest = [u8; 32];
 /// slices it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackHeader {
+    /// The group that wrote the pack.
     pub group: u32,
+    /// The pack's id within its group.
     pub pack_id: u64,
+    /// Slices the pack holds.
     pub slice_count: u32,
 }
 
@@ -88,8 +91,11 @@ impl SliceMeta {
 /// bounds validated (the slice digests are not checked here).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackLayout {
+    /// The pack's header.
     pub header: PackHeader,
+    /// The bucket every slice belongs to.
     pub bucket: String,
+    /// The slice table, in stream and offset order.
     pub slices: Vec<SliceMeta>,
     /// File offset of the slice table (= end of the data region).
     pub table_offset: u64,
@@ -101,7 +107,7 @@ pub struct PackLayout {
 
 /// Checks a bucket or stream name for the limits of the format; the error
 /// says what is wrong with it.
-pub fn check_name(role: &str, name: &[u8]) -> std::result::Result<(), String> {
+pub(crate) fn check_name(role: &str, name: &[u8]) -> std::result::Result<(), String> {
     if name.is_empty() {
         return Err(format!("{role} name is empty"));
     }
@@ -112,7 +118,7 @@ pub fn check_name(role: &str, name: &[u8]) -> std::result::Result<(), String> {
 }
 
 /// The header, encoded.
-pub fn encode_header(header: &PackHeader) -> [u8; HEADER_LEN] {
+pub(crate) fn encode_header(header: &PackHeader) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     out[0..8].copy_from_slice(&HEADER_MAGIC);
     out[8..10].copy_from_slice(&PACK_FORMAT_VERSION.to_le_bytes());
@@ -129,7 +135,7 @@ pub fn encode_header(header: &PackHeader) -> [u8; HEADER_LEN] {
 
 /// Appends the table entry of `meta` to `out`. The name must have passed
 /// [`check_name`].
-pub fn encode_entry(out: &mut Vec<u8>, meta: &SliceMeta) {
+pub(crate) fn encode_entry(out: &mut Vec<u8>, meta: &SliceMeta) {
     debug_assert!(check_name("stream", meta.stream.as_bytes()).is_ok());
     out.extend_from_slice(&(meta.stream.len() as u16).to_le_bytes());
     out.extend_from_slice(meta.stream.as_bytes());
@@ -142,7 +148,7 @@ pub fn encode_entry(out: &mut Vec<u8>, meta: &SliceMeta) {
 
 /// The slice table: the bucket name, then one entry per slice. The names
 /// must have passed [`check_name`].
-pub fn encode_table(bucket: &str, slices: &[SliceMeta]) -> Vec<u8> {
+pub(crate) fn encode_table(bucket: &str, slices: &[SliceMeta]) -> Vec<u8> {
     debug_assert!(check_name("bucket", bucket.as_bytes()).is_ok());
     let len = 2 + bucket.len() + slices.iter().map(|s| ENTRY_FIXED_LEN + s.stream.len()).sum::<usize>();
     let mut out = Vec::with_capacity(len);
@@ -157,7 +163,7 @@ pub fn encode_table(bucket: &str, slices: &[SliceMeta]) -> Vec<u8> {
 
 /// The trailer of a pack whose header bytes are `header` and whose table,
 /// stored at `table_offset`, is `table`.
-pub fn encode_trailer(
+pub(crate) fn encode_trailer(
     header: &[u8; HEADER_LEN],
     table: &[u8],
     table_offset: u64,
@@ -206,7 +212,7 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 }
 
 /// Decodes the header from the first [`HEADER_LEN`] bytes of `bytes`.
-pub fn decode_header(bytes: &[u8]) -> Result<PackHeader> {
+pub(crate) fn decode_header(bytes: &[u8]) -> Result<PackHeader> {
     let Some(header) = bytes.get(..HEADER_LEN) else {
         return Err(ColdError::corrupted(format!("pack header: {} bytes, need {HEADER_LEN}", bytes.len())));
     };
@@ -378,14 +384,14 @@ pub fn parse_pack(bytes: &[u8]) -> Result<PackLayout> {
 
 /// The byte range of `meta` within the file. Valid for any slice of a
 /// layout [`parse_pack`] returned for the same bytes.
-pub fn slice_range(meta: &SliceMeta) -> std::ops::Range<usize> {
+pub(crate) fn slice_range(meta: &SliceMeta) -> std::ops::Range<usize> {
     let start = meta.data_offset as usize;
     start..start + meta.len as usize
 }
 
 /// Checks the digest of slice `index` of `layout` against `bytes` (the same
 /// bytes the layout was parsed from) and returns the slice's bytes.
-pub fn verify_slice<'a>(bytes: &'a [u8], layout: &PackLayout, index: usize) -> Result<&'a [u8]> {
+pub(crate) fn verify_slice<'a>(bytes: &'a [u8], layout: &PackLayout, index: usize) -> Result<&'a [u8]> {
     let meta = &layout.slices[index];
     let data = bytes.get(slice_range(meta)).ok_or_else(|| {
         ColdError::corrupted(format!("slice {index}: bytes lie outside a file of {} bytes", bytes.len()))

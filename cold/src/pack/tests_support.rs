@@ -7,21 +7,21 @@ use crate::pack::{encode_pack, SliceSpec};
 
 /// One slice of the sample pack, owned.
 #[derive(Clone, Debug)]
-pub struct OwnedSlice {
-    pub stream: String,
-    pub incarnation: u64,
-    pub start: u64,
-    pub parts: Vec<Vec<u8>>,
+pub(crate) struct OwnedSlice {
+    pub(crate) stream: String,
+    pub(crate) incarnation: u64,
+    pub(crate) start: u64,
+    pub(crate) parts: Vec<Vec<u8>>,
 }
 
 impl OwnedSlice {
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         self.parts.concat()
     }
 }
 
 /// Borrows owned slices as specs.
-pub fn with_specs<R>(slices: &[OwnedSlice], f: impl FnOnce(&[SliceSpec<'_>]) -> R) -> R {
+pub(crate) fn with_specs<R>(slices: &[OwnedSlice], f: impl FnOnce(&[SliceSpec<'_>]) -> R) -> R {
     let parts: Vec<Vec<&[u8]>> = slices.iter().map(|s| s.parts.iter().map(Vec::as_slice).collect()).collect();
     let specs: Vec<SliceSpec<'_>> = slices
         .iter()
@@ -33,7 +33,7 @@ pub fn with_specs<R>(slices: &[OwnedSlice], f: impl FnOnce(&[SliceSpec<'_>]) -> 
 
 /// Slices of three streams, several parts each (some empty), with a unique
 /// marker in the second.
-pub fn sample_slices() -> Vec<OwnedSlice> {
+pub(crate) fn sample_slices() -> Vec<OwnedSlice> {
     vec![
         OwnedSlice {
             stream: "orders".into(),
@@ -57,18 +57,18 @@ pub fn sample_slices() -> Vec<OwnedSlice> {
     ]
 }
 
-pub const SAMPLE_GROUP: u32 = 17;
-pub const SAMPLE_PACK_ID: u64 = 0x0102_0304_0506_0708;
-pub const SAMPLE_BUCKET: &str = "tenant-a";
+pub(crate) const SAMPLE_GROUP: u32 = 17;
+pub(crate) const SAMPLE_PACK_ID: u64 = 0x0102_0304_0506_0708;
+pub(crate) const SAMPLE_BUCKET: &str = "tenant-a";
 
 /// The sample pack's bytes.
-pub fn sample_pack() -> Vec<u8> {
+pub(crate) fn sample_pack() -> Vec<u8> {
     with_specs(&sample_slices(), |specs| encode_pack(SAMPLE_GROUP, SAMPLE_PACK_ID, SAMPLE_BUCKET, specs))
         .expect("sample pack encodes")
 }
 
 /// A header with every field chosen by the caller and a valid checksum.
-pub fn raw_header(
+pub(crate) fn raw_header(
     version: u16,
     reserved16: u16,
     group: u32,
@@ -90,7 +90,7 @@ pub fn raw_header(
 }
 
 /// One raw table entry.
-pub fn raw_entry(
+pub(crate) fn raw_entry(
     stream: &[u8],
     incarnation: u64,
     start: u64,
@@ -110,7 +110,7 @@ pub fn raw_entry(
 }
 
 /// A table: bucket name, then the given entries.
-pub fn raw_table(bucket: &[u8], entries: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn raw_table(bucket: &[u8], entries: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&(bucket.len() as u16).to_le_bytes());
     out.extend_from_slice(bucket);
@@ -121,7 +121,7 @@ pub fn raw_table(bucket: &[u8], entries: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// Header, data, table and a trailer with a valid checksum over them.
-pub fn raw_pack(header: [u8; 64], data: &[u8], table: &[u8], trailer_count: u32) -> Vec<u8> {
+pub(crate) fn raw_pack(header: [u8; 64], data: &[u8], table: &[u8], trailer_count: u32) -> Vec<u8> {
     let table_offset = (HEADER_LEN + data.len()) as u64;
     let trailer = encode_trailer(&header, table, table_offset, trailer_count).expect("small table");
     [&header[..], data, table, &trailer[..]].concat()

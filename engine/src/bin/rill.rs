@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use rill::server::{cli::Command, Cli};
+use rill::server::{Cli, Subcommand as Command};
 
 fn main() -> ExitCode {
     let cli = Cli::from_env();

@@ -21,6 +21,7 @@ use crate::{Config, Durability, WalIo};
 #[derive(Debug, Parser)]
 #[command(name = "rill", version, about, long_about = None)]
 pub struct Cli {
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -33,6 +34,7 @@ impl Cli {
     }
 }
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Open (or create) a data directory and serve it over HTTP/1.1.
@@ -58,6 +60,7 @@ pub enum WalIoArg {
     Std,
 }
 
+/// The flags of `rill serve` (`--help` lists them).
 #[derive(Clone, Debug, Args)]
 pub struct ServeArgs {
     /// Data directory (created if missing; one server per directory).
@@ -128,12 +131,16 @@ pub struct ServeArgs {
 /// Everything `rill serve` needs, from the flags.
 #[derive(Debug)]
 pub struct Resolved {
+    /// The engine's configuration.
     pub config: Config,
+    /// The HTTP layer's options.
     pub options: ServeOptions,
+    /// The address to listen on.
     pub addr: SocketAddr,
 }
 
 impl ServeArgs {
+    /// Checks the flags and turns them into a configuration and an address.
     pub fn resolve(&self) -> Result<Resolved, String> {
         let addr = self
             .listen

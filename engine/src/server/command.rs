@@ -28,30 +28,41 @@ use crate::{Append, Close, Create, ProducerArgs, StreamId, DEFAULT_CONTENT_TYPE}
 /// What a request asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
+    /// `GET /health`.
     Health,
+    /// `GET /metrics`.
     Metrics,
     /// A CORS preflight (`OPTIONS`).
     Preflight,
+    /// `PUT`: create or fork.
     Create(CreateCmd),
+    /// `POST` with a body.
     Append(AppendCmd),
     /// A close-only `POST` (empty body, `Stream-Closed: true`).
     Close(Close),
+    /// `GET` of a stream.
     Read(ReadCmd),
+    /// `HEAD`.
     Head(StreamId),
+    /// `DELETE`.
     Delete(StreamId),
 }
 
 /// `PUT`: create (or fork) a stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateCmd {
+    /// The engine request.
     pub create: Create,
+    /// The fork headers, if any.
     pub fork: Option<ForkSpec>,
+    /// The content type is JSON (JSON mode).
     pub json: bool,
 }
 
 /// The fork headers of a `PUT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForkSpec {
+    /// `Stream-Forked-From`.
     pub source: StreamId,
     /// `Stream-Fork-Offset`; `None` forks at the source's tail.
     pub offset: Option<OffsetSpec>,
@@ -63,7 +74,9 @@ pub struct ForkSpec {
 /// `POST` with a body: append (and maybe close).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendCmd {
+    /// The engine request.
     pub append: Append,
+    /// The stream is in JSON mode.
     pub json: bool,
 }
 
@@ -81,10 +94,15 @@ pub enum Live {
 /// `GET`: read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadCmd {
+    /// The stream.
     pub id: StreamId,
+    /// `offset=`.
     pub offset: OffsetSpec,
+    /// `live=`.
     pub live: Live,
+    /// `cursor=`, the client's last cursor.
     pub cursor: Option<u64>,
+    /// `If-None-Match`.
     pub if_none_match: Option<String>,
 }
 
@@ -123,7 +141,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Fai
 }
 
 /// The media type of `Content-Type`, lowercased, parameters dropped.
-pub fn media_type(value: &str) -> Result<String, Failure> {
+pub(crate) fn media_type(value: &str) -> Result<String, Failure> {
     let media = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     let token =
         |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));

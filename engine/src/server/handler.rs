@@ -33,13 +33,13 @@ use crate::{Close, Engine, HeadReply, Read, StreamId};
 
 /// What a core's request handlers share.
 #[derive(Debug)]
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub engine: Engine,
     pub shared: std::sync::Arc<Shared>,
 }
 
 /// Serves one request.
-pub async fn handle(ctx: Rc<Ctx>, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn handle(ctx: Rc<Ctx>, req: Request<Incoming>) -> Response<Body> {
     let response = match serve(&ctx, req).await {
         Ok(r) => r,
         Err(f) => failure(&f),
@@ -94,7 +94,7 @@ async fn serve(ctx: &Rc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>, 
 }
 
 /// Bodies below this are copied into their own allocation.
-pub const OWN_BELOW_BYTES: usize = 64 << 10;
+pub(crate) const OWN_BELOW_BYTES: usize = 64 << 10;
 
 /// A small body arrives as a slice of hyper's read buffer; the engine keeps
 /// payloads (hot buffer, WAL batch) until they are flushed, and a slice
@@ -183,7 +183,7 @@ fn resolve(spec: OffsetSpec, head: &HeadReply) -> u64 {
 }
 
 /// The body of a read: JSON streams answer with an array.
-pub fn read_body(payload: Bytes, json_mode: bool) -> Bytes {
+pub(crate) fn read_body(payload: Bytes, json_mode: bool) -> Bytes {
     if !json_mode {
         return payload;
     }
@@ -229,7 +229,7 @@ async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
 
 /// `If-None-Match` against our (strong) ETag: a list of tags, weak ones
 /// compared weakly, or `*`.
-pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
+pub(crate) fn etag_matches(if_none_match: &str, etag: &str) -> bool {
     if_none_match
         .split(',')
         .map(str::trim)

@@ -11,39 +11,40 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-pub const STREAM_NEXT_OFFSET: &str = "stream-next-offset";
-pub const STREAM_UP_TO_DATE: &str = "stream-up-to-date";
-pub const STREAM_CLOSED: &str = "stream-closed";
-pub const STREAM_CURSOR: &str = "stream-cursor";
-pub const STREAM_SEQ: &str = "stream-seq";
-pub const STREAM_TTL: &str = "stream-ttl";
-pub const STREAM_EXPIRES_AT: &str = "stream-expires-at";
-pub const STREAM_FORKED_FROM: &str = "stream-forked-from";
-pub const STREAM_FORK_OFFSET: &str = "stream-fork-offset";
-pub const STREAM_FORK_SUB_OFFSET: &str = "stream-fork-sub-offset";
-pub const STREAM_SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
-pub const PRODUCER_ID: &str = "producer-id";
-pub const PRODUCER_EPOCH: &str = "producer-epoch";
-pub const PRODUCER_SEQ: &str = "producer-seq";
-pub const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
-pub const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
-pub const RETRY_AFTER: &str = "retry-after";
+pub(crate) const STREAM_NEXT_OFFSET: &str = "stream-next-offset";
+pub(crate) const STREAM_UP_TO_DATE: &str = "stream-up-to-date";
+pub(crate) const STREAM_CLOSED: &str = "stream-closed";
+pub(crate) const STREAM_CURSOR: &str = "stream-cursor";
+pub(crate) const STREAM_SEQ: &str = "stream-seq";
+pub(crate) const STREAM_TTL: &str = "stream-ttl";
+pub(crate) const STREAM_EXPIRES_AT: &str = "stream-expires-at";
+pub(crate) const STREAM_FORKED_FROM: &str = "stream-forked-from";
+pub(crate) const STREAM_FORK_OFFSET: &str = "stream-fork-offset";
+pub(crate) const STREAM_FORK_SUB_OFFSET: &str = "stream-fork-sub-offset";
+pub(crate) const STREAM_SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
+pub(crate) const PRODUCER_ID: &str = "producer-id";
+pub(crate) const PRODUCER_EPOCH: &str = "producer-epoch";
+pub(crate) const PRODUCER_SEQ: &str = "producer-seq";
+pub(crate) const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
+pub(crate) const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
+pub(crate) const RETRY_AFTER: &str = "retry-after";
 
 /// Request headers a browser may send (preflight allow list).
-pub const ALLOWED_REQUEST_HEADERS: &str = "content-type, if-none-match, stream-seq, stream-ttl, \
+pub(crate) const ALLOWED_REQUEST_HEADERS: &str = "content-type, if-none-match, stream-seq, stream-ttl, \
 stream-expires-at, stream-closed, stream-forked-from, stream-fork-offset, stream-fork-sub-offset, \
 producer-id, producer-epoch, producer-seq, last-event-id, cache-control";
 
 /// Response headers a browser may read.
-pub const EXPOSED_HEADERS: &str = "stream-next-offset, stream-up-to-date, stream-closed, stream-cursor, \
+pub(crate) const EXPOSED_HEADERS: &str =
+    "stream-next-offset, stream-up-to-date, stream-closed, stream-cursor, \
 stream-ttl, stream-expires-at, stream-sse-data-encoding, producer-epoch, producer-seq, \
 producer-expected-seq, producer-received-seq, etag, location, retry-after";
 
 /// Methods served on stream paths.
-pub const ALLOWED_METHODS: &str = "GET, HEAD, PUT, POST, DELETE, OPTIONS";
+pub(crate) const ALLOWED_METHODS: &str = "GET, HEAD, PUT, POST, DELETE, OPTIONS";
 
 /// Adds the headers every response carries.
-pub fn add_common(headers: &mut HeaderMap) {
+pub(crate) fn add_common(headers: &mut HeaderMap) {
     headers.insert(http::header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(
         HeaderName::from_static("cross-origin-resource-policy"),
@@ -54,7 +55,7 @@ pub fn add_common(headers: &mut HeaderMap) {
 }
 
 /// Adds the preflight answer's headers.
-pub fn add_preflight(headers: &mut HeaderMap) {
+pub(crate) fn add_preflight(headers: &mut HeaderMap) {
     headers.insert(http::header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(ALLOWED_METHODS));
     headers.insert(
         http::header::ACCESS_CONTROL_ALLOW_HEADERS,
@@ -65,7 +66,7 @@ pub fn add_preflight(headers: &mut HeaderMap) {
 
 /// The value of a header as text, if present. A value that is not visible
 /// ASCII is an error naming the header.
-pub fn text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
+pub(crate) fn text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else { return Ok(None) };
     if values.next().is_some() {

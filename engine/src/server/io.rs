@@ -17,7 +17,7 @@ use glommio::net::TcpStream;
 use hyper::rt::ReadBufCursor;
 
 /// The largest read one `poll_read` does.
-pub const SCRATCH_BYTES: usize = 64 * 1024;
+pub(crate) const SCRATCH_BYTES: usize = 64 * 1024;
 
 thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; SCRATCH_BYTES]);
@@ -25,12 +25,12 @@ thread_local! {
 
 /// One accepted connection, for hyper.
 #[derive(Debug)]
-pub struct Io {
+pub(crate) struct Io {
     stream: TcpStream,
 }
 
 impl Io {
-    pub fn new(stream: TcpStream) -> Self {
+    pub(crate) fn new(stream: TcpStream) -> Self {
         Io { stream }
     }
 }

@@ -20,12 +20,12 @@ use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
 
 /// True for the media types served in JSON mode.
-pub fn is_json(media_type: &str) -> bool {
+pub(crate) fn is_json(media_type: &str) -> bool {
     media_type == "application/json"
 }
 
 /// Splits a JSON body into its messages (see the module docs).
-pub fn split_messages(body: &[u8], allow_empty: bool) -> Result<Vec<Bytes>, String> {
+pub(crate) fn split_messages(body: &[u8], allow_empty: bool) -> Result<Vec<Bytes>, String> {
     let value: &RawValue =
         serde_json::from_slice(body).map_err(|e| format!("the body is not one JSON value: {e}"))?;
     let text = value.get();
@@ -41,7 +41,7 @@ pub fn split_messages(body: &[u8], allow_empty: bool) -> Result<Vec<Bytes>, Stri
 }
 
 /// Joins messages into the payload stored for one request.
-pub fn join(messages: &[Bytes]) -> Bytes {
+pub(crate) fn join(messages: &[Bytes]) -> Bytes {
     let mut out = BytesMut::with_capacity(messages.iter().map(Bytes::len).sum());
     for m in messages {
         out.extend_from_slice(m);
@@ -50,7 +50,7 @@ pub fn join(messages: &[Bytes]) -> Bytes {
 }
 
 /// A JSON array of records.
-pub fn frame_array(records: &[Bytes]) -> Bytes {
+pub(crate) fn frame_array(records: &[Bytes]) -> Bytes {
     let mut out = BytesMut::with_capacity(2 + records.iter().map(|r| r.len() + 1).sum::<usize>());
     out.extend_from_slice(b"[");
     for (i, r) in records.iter().enumerate() {

@@ -44,7 +44,7 @@ use super::timer::CoreTimer;
 use crate::Engine;
 
 /// A client that does not read what it is sent for this long is cut off.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A running HTTP server on an engine's cores.
 #[derive(Debug)]
@@ -92,6 +92,7 @@ impl Server {
         self.addr
     }
 
+    /// The state every connection shares (options, shutdown latch, counters).
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

@@ -1,42 +1,45 @@
 //! The HTTP front end (feature `server`): the Durable Streams protocol
 //! served by hyper's HTTP/1.1 on the engine's own cores.
 //!
-//! Layout, one idea per file: [`cli`] (flags), [`path`] (URL paths to
-//! stream ids), [`protocol`] (offsets, integers, timestamps, cursor),
-//! [`headers`] (names and the headers every response carries), [`json`]
-//! (JSON mode's body rules), [`command`] (the pure request-to-command
-//! mapping), [`status`] (failures and engine errors to statuses),
-//! [`respond`] (response building), [`handler`] (running commands on the
-//! engine, long-poll), [`sse`] (server-sent events), [`observe`]
-//! (`/health`, `/metrics`), [`io`] and [`timer`] (glommio under hyper),
-//! [`state`] (options, shutdown latch, counters) and [`listen`] (accept
+//! Layout, one idea per file (the modules are private; the face is the
+//! re-exports below): `cli` (flags), `path` (URL paths to
+//! stream ids), `protocol` (offsets, integers, timestamps, cursor),
+//! `headers` (names and the headers every response carries), `json`
+//! (JSON mode's body rules), `command` (the pure request-to-command
+//! mapping), `status` (failures and engine errors to statuses),
+//! `respond` (response building), `handler` (running commands on the
+//! engine, long-poll), `sse` (server-sent events), `observe`
+//! (`/health`, `/metrics`), `io` and `timer` (glommio under hyper),
+//! `state` (options, shutdown latch, counters) and `listen` (accept
 //! loops per core, graceful shutdown). [`run`] is `rill serve`.
 //!
 //! Invariants: no request gets a 2xx for a write before the engine
 //! acknowledged it; no input reaches a panic (every refusal is a typed
-//! [`status::Failure`] with a message); no tokio: everything runs on the
+//! [`Failure`] with a message); no tokio: everything runs on the
 //! engine's glommio executors.
 
-pub mod cli;
-pub mod command;
-pub mod handler;
-pub mod headers;
-pub mod io;
-pub mod json;
-pub mod listen;
-pub mod observe;
-pub mod path;
-pub mod protocol;
-pub mod respond;
-pub mod sse;
-pub mod state;
-pub mod status;
-pub mod timer;
+mod cli;
+mod command;
+mod handler;
+mod headers;
+mod io;
+mod json;
+mod listen;
+mod observe;
+mod path;
+mod protocol;
+mod respond;
+mod sse;
+mod state;
+mod status;
+mod timer;
 
-pub use cli::{Cli, ServeArgs};
-pub use command::{map_request, Command};
+pub use cli::{Cli, Command as Subcommand, DurabilityArg, ServeArgs, WalIoArg};
+pub use command::{map_request, AppendCmd, Command as HttpCommand, CreateCmd, ForkSpec, Live, ReadCmd};
 pub use listen::Server;
-pub use state::ServeOptions;
+pub use protocol::{format_offset, OffsetSpec};
+pub use state::{HttpStats, ServeOptions, Shared, Shutdown, ShutdownWait};
+pub use status::Failure;
 
 use crate::Engine;
 

@@ -18,7 +18,7 @@ use super::state::HttpStats;
 use crate::{Engine, LatencySummary};
 
 /// The `/health` answer.
-pub fn health(engine: &Engine) -> Response<Body> {
+pub(crate) fn health(engine: &Engine) -> Response<Body> {
     let body = format!(r#"{{"status":"ok","cores":{},"groups":{}}}"#, engine.cores(), engine.groups());
     Reply::new(StatusCode::OK).content_type("application/json").bytes(Bytes::from(body)).build()
 }
@@ -36,7 +36,7 @@ fn latency(out: &mut String, name: &str, help: &str, l: &LatencySummary) {
 }
 
 /// The metrics text.
-pub fn render(engine: &Engine, stats: &HttpStats) -> String {
+pub(crate) fn render(engine: &Engine, stats: &HttpStats) -> String {
     let m = engine.metrics();
     let mut out = String::with_capacity(4096);
     counter(
@@ -130,7 +130,7 @@ pub fn render(engine: &Engine, stats: &HttpStats) -> String {
 }
 
 /// The `/metrics` answer.
-pub fn metrics(engine: &Engine, stats: &HttpStats) -> Response<Body> {
+pub(crate) fn metrics(engine: &Engine, stats: &HttpStats) -> Response<Body> {
     Reply::new(StatusCode::OK)
         .content_type("text/plain; version=0.0.4")
         .bytes(Bytes::from(render(engine, stats)))

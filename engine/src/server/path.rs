@@ -21,13 +21,13 @@
 use crate::StreamId;
 
 /// Where stream URLs live.
-pub const STREAM_PREFIX: &str = "/v1/stream/";
+pub(crate) const STREAM_PREFIX: &str = "/v1/stream/";
 /// The bucket of a one-segment stream path.
-pub const DEFAULT_BUCKET: &str = "default";
+pub(crate) const DEFAULT_BUCKET: &str = "default";
 
 /// What a path names.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     Health,
     Metrics,
     Stream(StreamId),
@@ -35,7 +35,7 @@ pub enum Route {
 
 /// Why a path names nothing rill can serve.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PathError {
+pub(crate) enum PathError {
     /// Outside `/v1/stream/`, `/health` and `/metrics`.
     NotFound(String),
     /// Under `/v1/stream/` but not a storable name.
@@ -43,7 +43,7 @@ pub enum PathError {
 }
 
 impl PathError {
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             PathError::NotFound(m) | PathError::BadName(m) => m,
         }
@@ -51,7 +51,7 @@ impl PathError {
 }
 
 /// Maps a request path (without the query) to a route.
-pub fn route(path: &str) -> Result<Route, PathError> {
+pub(crate) fn route(path: &str) -> Result<Route, PathError> {
     match path {
         "/health" => return Ok(Route::Health),
         "/metrics" => return Ok(Route::Metrics),
@@ -66,7 +66,7 @@ pub fn route(path: &str) -> Result<Route, PathError> {
 }
 
 /// Maps the part after `/v1/stream/` to a stream id.
-pub fn stream_id(rest: &str) -> Result<StreamId, PathError> {
+pub(crate) fn stream_id(rest: &str) -> Result<StreamId, PathError> {
     let segments: Vec<&str> = rest.split('/').collect();
     let (bucket, stream) = match segments.as_slice() {
         [stream] => (DEFAULT_BUCKET.to_string(), decode_segment("stream", stream)?),
@@ -84,7 +84,7 @@ pub fn stream_id(rest: &str) -> Result<StreamId, PathError> {
 
 /// Maps a path given in a header (`Stream-Forked-From`) to a stream id: a
 /// full stream path, optionally with scheme and host.
-pub fn stream_id_of_reference(value: &str) -> Result<StreamId, PathError> {
+pub(crate) fn stream_id_of_reference(value: &str) -> Result<StreamId, PathError> {
     let path = match value.find("://") {
         Some(i) => {
             let after = &value[i + 3..];
@@ -114,7 +114,7 @@ fn decode_segment(field: &str, segment: &str) -> Result<String, PathError> {
 }
 
 /// Decodes `%XX` escapes; `None` for a truncated or non-hex escape.
-pub fn percent_decode(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn percent_decode(text: &str) -> Option<Vec<u8>> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -142,7 +142,8 @@ fn hex(b: u8) -> Option<u8> {
 }
 
 /// Encodes a name as a path segment (the inverse of [`decode_segment`]).
-pub fn percent_encode_segment(name: &str) -> String {
+#[cfg(test)]
+pub(crate) fn percent_encode_segment(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

@@ -31,7 +31,7 @@ pub fn format_offset(offset: u64) -> String {
 }
 
 /// Parses an offset parameter or header value.
-pub fn parse_offset(text: &str) -> Result<OffsetSpec, String> {
+pub(crate) fn parse_offset(text: &str) -> Result<OffsetSpec, String> {
     match text {
         "-1" => return Ok(OffsetSpec::Start),
         "now" => return Ok(OffsetSpec::Now),
@@ -55,7 +55,7 @@ pub fn parse_offset(text: &str) -> Result<OffsetSpec, String> {
 }
 
 /// Parses a strict non-negative integer (see the module docs).
-pub fn parse_strict_u64(what: &str, text: &str) -> Result<u64, String> {
+pub(crate) fn parse_strict_u64(what: &str, text: &str) -> Result<u64, String> {
     let bytes = text.as_bytes();
     let digits = !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit);
     if !digits {
@@ -68,7 +68,7 @@ pub fn parse_strict_u64(what: &str, text: &str) -> Result<u64, String> {
 }
 
 /// Parses `Stream-TTL`: a strict positive number of seconds.
-pub fn parse_ttl(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_ttl(text: &str) -> Result<u64, String> {
     let ttl = parse_strict_u64("Stream-TTL", text)?;
     if ttl == 0 {
         return Err("Stream-TTL must be at least 1 second".into());
@@ -81,7 +81,7 @@ pub fn parse_ttl(text: &str) -> Result<u64, String> {
 
 /// Parses an RFC 3339 timestamp (`2026-12-03T10:00:00Z`,
 /// `...T10:00:00.123+01:00`) into Unix milliseconds.
-pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
     let bad = || format!("{text:?} is not an RFC 3339 timestamp (e.g. 2026-12-03T10:00:00Z)");
     let b = text.as_bytes();
     if b.len() < 20
@@ -154,7 +154,7 @@ pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
 }
 
 /// Formats Unix milliseconds as RFC 3339 in UTC with milliseconds.
-pub fn format_rfc3339_ms(ms: u64) -> String {
+pub(crate) fn format_rfc3339_ms(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
@@ -198,20 +198,20 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 }
 
 /// Now in Unix milliseconds.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The protocol's cursor epoch, 2024-10-09T00:00:00Z, in Unix seconds.
-pub const CURSOR_EPOCH_S: u64 = 1_728_432_000;
+pub(crate) const CURSOR_EPOCH_S: u64 = 1_728_432_000;
 /// One cursor interval.
-pub const CURSOR_INTERVAL_S: u64 = 20;
+pub(crate) const CURSOR_INTERVAL_S: u64 = 20;
 
 /// The `Stream-Cursor` to send: the current 20 s interval since the
 /// cursor epoch, or, when the client already holds that interval (or a
 /// later one), a value strictly above the client's, so caches keyed on
 /// the cursor never serve the same long-poll answer twice.
-pub fn next_cursor(now_ms: u64, client: Option<u64>) -> u64 {
+pub(crate) fn next_cursor(now_ms: u64, client: Option<u64>) -> u64 {
     let current = (now_ms / 1000).saturating_sub(CURSOR_EPOCH_S) / CURSOR_INTERVAL_S;
     match client {
         Some(c) if c >= current => c.saturating_add(1 + now_ms % 3),

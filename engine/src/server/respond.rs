@@ -20,7 +20,7 @@ use super::status::Failure;
 
 /// The body of every response: known bytes, or a stream of chunks made on
 /// this core (not `Send`: an SSE body holds the core's context).
-pub enum Body {
+pub(crate) enum Body {
     Full(Option<Bytes>),
     Stream(Pin<Box<dyn Stream<Item = Bytes>>>),
 }
@@ -65,23 +65,23 @@ impl http_body::Body for Body {
 }
 
 /// An empty body.
-pub fn empty_body() -> Body {
+pub(crate) fn empty_body() -> Body {
     Body::Full(None)
 }
 
 /// A body of known bytes.
-pub fn full_body(bytes: Bytes) -> Body {
+pub(crate) fn full_body(bytes: Bytes) -> Body {
     Body::Full(Some(bytes))
 }
 
 /// A response under construction.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     response: Response<Body>,
 }
 
 impl Reply {
-    pub fn new(status: StatusCode) -> Self {
+    pub(crate) fn new(status: StatusCode) -> Self {
         let mut response = Response::new(empty_body());
         *response.status_mut() = status;
         Reply { response }
@@ -89,7 +89,7 @@ impl Reply {
 
     /// Sets a header; values that are not valid header text are dropped
     /// with a warning (they never come from a client).
-    pub fn header(mut self, name: &'static str, value: impl AsRef<str>) -> Self {
+    pub(crate) fn header(mut self, name: &'static str, value: impl AsRef<str>) -> Self {
         match HeaderValue::from_str(value.as_ref()) {
             Ok(v) => {
                 self.response.headers_mut().insert(HeaderName::from_static(name), v);
@@ -99,7 +99,7 @@ impl Reply {
         self
     }
 
-    pub fn header_if(self, cond: bool, name: &'static str, value: impl AsRef<str>) -> Self {
+    pub(crate) fn header_if(self, cond: bool, name: &'static str, value: impl AsRef<str>) -> Self {
         if cond {
             self.header(name, value)
         } else {
@@ -107,32 +107,32 @@ impl Reply {
         }
     }
 
-    pub fn content_type(self, value: &str) -> Self {
+    pub(crate) fn content_type(self, value: &str) -> Self {
         self.header(CONTENT_TYPE.as_str(), value)
     }
 
-    pub fn body(mut self, body: Body) -> Self {
+    pub(crate) fn body(mut self, body: Body) -> Self {
         *self.response.body_mut() = body;
         self
     }
 
-    pub fn bytes(self, bytes: Bytes) -> Self {
+    pub(crate) fn bytes(self, bytes: Bytes) -> Self {
         self.body(full_body(bytes))
     }
 
-    pub fn build(self) -> Response<Body> {
+    pub(crate) fn build(self) -> Response<Body> {
         finish(self.response)
     }
 }
 
 /// Adds the common headers.
-pub fn finish(mut response: Response<Body>) -> Response<Body> {
+pub(crate) fn finish(mut response: Response<Body>) -> Response<Body> {
     headers::add_common(response.headers_mut());
     response
 }
 
 /// A failure as a response: status, protocol headers, `<code>: <message>`.
-pub fn failure(f: &Failure) -> Response<Body> {
+pub(crate) fn failure(f: &Failure) -> Response<Body> {
     let mut reply = Reply::new(f.status).content_type("text/plain; charset=utf-8");
     for (name, value) in &f.headers {
         reply = reply.header(name, value);

@@ -35,7 +35,7 @@ use crate::{HeadReply, Read, ReadReply, StreamId};
 
 /// How data events carry bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     /// `data:` lines of the payload's own text.
     Text,
     /// One `data:` line of base64.
@@ -43,7 +43,7 @@ pub enum Encoding {
 }
 
 /// The encoding for a stream's content type.
-pub fn encoding_for(content_type: &str) -> Encoding {
+pub(crate) fn encoding_for(content_type: &str) -> Encoding {
     let textual = content_type.starts_with("text/")
         || json::is_json(content_type)
         || content_type.ends_with("+json")
@@ -56,7 +56,7 @@ pub fn encoding_for(content_type: &str) -> Encoding {
 }
 
 /// Appends `data:` lines for `payload`, split at CR, LF and CRLF.
-pub fn push_data_lines(out: &mut BytesMut, payload: &[u8]) {
+pub(crate) fn push_data_lines(out: &mut BytesMut, payload: &[u8]) {
     let mut rest = payload;
     loop {
         let cut = rest.iter().position(|b| *b == b'\n' || *b == b'\r');
@@ -78,7 +78,7 @@ pub fn push_data_lines(out: &mut BytesMut, payload: &[u8]) {
 }
 
 /// One `event: data` for a payload.
-pub fn data_event(out: &mut BytesMut, payload: &[u8], encoding: Encoding) {
+pub(crate) fn data_event(out: &mut BytesMut, payload: &[u8], encoding: Encoding) {
     out.extend_from_slice(b"event: data\n");
     match encoding {
         Encoding::Text => push_data_lines(out, payload),
@@ -92,7 +92,7 @@ pub fn data_event(out: &mut BytesMut, payload: &[u8], encoding: Encoding) {
 }
 
 /// One `event: control` after a read.
-pub fn control_event(out: &mut BytesMut, r: &ReadReply, cursor: u64) {
+pub(crate) fn control_event(out: &mut BytesMut, r: &ReadReply, cursor: u64) {
     let mut obj = format!(r#"{{"streamNextOffset":"{}""#, format_offset(r.next_offset));
     if r.closed {
         obj.push_str(r#","upToDate":true,"streamClosed":true}"#);
@@ -168,7 +168,7 @@ async fn step(mut s: State) -> Option<(Bytes, State)> {
 }
 
 /// The SSE response for a read command.
-pub fn response(ctx: Rc<Ctx>, cmd: ReadCmd, head: &HeadReply, offset: u64) -> Response<Body> {
+pub(crate) fn response(ctx: Rc<Ctx>, cmd: ReadCmd, head: &HeadReply, offset: u64) -> Response<Body> {
     let encoding = encoding_for(&head.content_type);
     ctx.shared.stats.sse_streams_active.fetch_add(1, Ordering::Relaxed);
     let state = State {

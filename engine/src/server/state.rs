@@ -58,6 +58,7 @@ pub struct Shutdown {
 }
 
 impl Shutdown {
+    /// Trips the latch: every waiter wakes and the server stops accepting.
     pub fn trip(&self) {
         self.tripped.store(true, Ordering::Release);
         let wakers: Vec<Waker> = self.wakers.lock().drain().map(|(_, w)| w).collect();
@@ -66,6 +67,7 @@ impl Shutdown {
         }
     }
 
+    /// Whether shutdown has begun.
     pub fn is_tripped(&self) -> bool {
         self.tripped.load(Ordering::Acquire)
     }
@@ -125,13 +127,18 @@ impl Drop for ShutdownWait<'_> {
 pub struct HttpStats {
     /// Responses by status class: 1xx..5xx at index 0..4.
     pub responses: [AtomicU64; 5],
+    /// Connections accepted.
     pub connections_accepted: AtomicU64,
+    /// Connections refused at the per-core cap.
     pub connections_refused: AtomicU64,
+    /// Connections open now.
     pub connections_active: AtomicU64,
+    /// Server-sent event streams open now.
     pub sse_streams_active: AtomicU64,
 }
 
 impl HttpStats {
+    /// Counts one response of `status`.
     pub fn count_response(&self, status: u16) {
         let class = (status / 100).clamp(1, 5) as usize - 1;
         self.responses[class].fetch_add(1, Ordering::Relaxed);
@@ -141,8 +148,11 @@ impl HttpStats {
 /// Everything the cores share.
 #[derive(Debug, Default)]
 pub struct Shared {
+    /// The server's options.
     pub options: ServeOptions,
+    /// The graceful-shutdown latch.
     pub shutdown: Shutdown,
+    /// The server's counters.
     pub stats: HttpStats,
 }
 

@@ -18,36 +18,43 @@ use super::protocol::format_offset;
 use crate::{Error, ErrorClass, ErrorCode, ErrorKind};
 
 /// Seconds a client is told to wait after backpressure.
-pub const RETRY_AFTER_S: u32 = 1;
+pub(crate) const RETRY_AFTER_S: u32 = 1;
 
 /// A failed request, ready to be written as a response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
+    /// The HTTP status.
     pub status: StatusCode,
     /// Stable lowercase code, first word of the body.
     pub code: &'static str,
+    /// What went wrong, for people.
     pub message: String,
     /// Extra protocol headers (name, value).
     pub headers: Vec<(&'static str, String)>,
 }
 
 impl Failure {
+    /// A failure with a status, a stable code and a message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Failure { status, code, message: message.into(), headers: Vec::new() }
     }
 
+    /// A 400.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Failure::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
+    /// A 404.
     pub fn not_found(message: impl Into<String>) -> Self {
         Failure::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// A 405.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Failure::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message)
     }
 
+    /// A 413 naming the size and the limit.
     pub fn payload_too_large(len: u64, limit: u64) -> Self {
         Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -56,10 +63,12 @@ impl Failure {
         )
     }
 
+    /// A 501.
     pub fn not_implemented(message: impl Into<String>) -> Self {
         Failure::new(StatusCode::NOT_IMPLEMENTED, "not_implemented", message)
     }
 
+    /// Adds a protocol header to the response.
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
@@ -72,7 +81,7 @@ impl Failure {
 }
 
 /// The status an engine error code maps to.
-pub fn status_of(code: ErrorCode) -> StatusCode {
+pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
     match code {
         ErrorCode::StreamNotFound | ErrorCode::BucketNotFound | ErrorCode::SnapshotNotFound => {
             StatusCode::NOT_FOUND

@@ -33,7 +33,7 @@ thread_local! {
 
 /// The timer handed to hyper.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CoreTimer;
+pub(crate) struct CoreTimer;
 
 impl hyper::rt::Timer for CoreTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
@@ -47,13 +47,13 @@ impl hyper::rt::Timer for CoreTimer {
 
 /// One sleep (see the module docs).
 #[derive(Debug)]
-pub struct CoreSleep {
+pub(crate) struct CoreSleep {
     deadline: Instant,
     registered: Option<(u64, ThreadId)>,
 }
 
 impl CoreSleep {
-    pub fn until(deadline: Instant) -> Self {
+    pub(crate) fn until(deadline: Instant) -> Self {
         CoreSleep { deadline, registered: None }
     }
 

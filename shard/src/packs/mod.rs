@@ -22,6 +22,7 @@ use crate::error::{Error, ErrorKind};
 use crate::state::group::ColdPiece;
 
 pub use self::dir::{FsPackDir, PackDir};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use self::files::{
     check_pack_files, compaction_inputs, publish_pack, remove_files, remove_orphan_packs, write_compaction,
     write_flush,

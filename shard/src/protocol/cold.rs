@@ -219,6 +219,7 @@ impl ColdRun {
     /// Files this job may have left on disk that no committed command
     /// names yet (written packs, and while a write is in flight its
     /// temporary files too).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn uncommitted_files(&self) -> &[String] {
         &self.uncommitted
     }

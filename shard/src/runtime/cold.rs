@@ -138,7 +138,7 @@ async fn drive_steps(
         }
     }
     tracing::debug!(
-        group = group.id,
+        group = run.group(),
         count,
         bytes = written_bytes,
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -72,6 +72,7 @@ pub fn mailbox(
 }
 
 impl MailboxSender {
+    /// The mailbox's capacity.
     pub fn capacity(&self) -> usize {
         self.capacity
     }

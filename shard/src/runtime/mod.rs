@@ -62,6 +62,7 @@ pub fn system_clock() -> Clock {
 
 /// Everything a core needs, handed to its thread.
 pub struct CoreSpec {
+    /// The core's index.
     pub core: usize,
     /// The groups homed on this core: recovered state and shared metrics.
     pub groups: Vec<(GroupState, Arc<GroupMetrics>)>,
@@ -73,10 +74,15 @@ pub struct CoreSpec {
     pub cold: Option<ColdConfig>,
     /// The pack-file directory.
     pub pack_dir: Arc<dyn PackDir>,
+    /// The core's counters (shared with the engine handle).
     pub metrics: Arc<CoreMetrics>,
+    /// The runtime limits.
     pub limits: Limits,
+    /// Builds the core's log on its thread.
     pub log_factory: LogFactory,
+    /// The receiving end of the core's mailbox.
     pub mailbox: MailboxReceiver,
+    /// The wall clock commands are stamped with.
     pub clock: Clock,
 }
 

@@ -42,6 +42,7 @@ impl Waiters {
         self.by_id.len()
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
     }
@@ -105,6 +106,7 @@ impl Waiters {
     }
 
     /// Registry consistency: both indexes name the same waiters.
+    #[cfg(any(test, feature = "internals"))]
     pub fn check_invariants(&self) {
         let indexed: usize = self.by_stream.values().map(Vec::len).sum();
         assert_eq!(indexed, self.by_id.len(), "waiter indexes disagree");

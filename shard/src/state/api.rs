@@ -1,8 +1,9 @@
 //! Request values and replies of the stream API (SPEC §2).
 //!
-//! Requests are plain data with a constructor and builder setters; the
-//! mutating ones double as the payload of logged commands (see
-//! [`crate::state::command`]), so they are serialisable and carry no runtime state.
+//! Requests are plain data with a constructor and builder setters. They are
+//! not a format: a mutating request becomes a logged command through the
+//! `From` conversions in `state::command::payload` (the one boundary), so a
+//! new builder field never changes bytes on disk by accident.
 //! Replies carry the `commit_index` at which they were applied where that
 //! applies. Nothing here validates beyond what a type can express; the
 //! engine checks requests before routing and the state machine checks them
@@ -24,29 +25,41 @@ pub const DEFAULT_READ_MAX_LEN: usize = 1 << 20;
 
 /// An idempotent producer's identity on one append (SPEC §2 "Idempotent
 /// producers").
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerArgs {
+    /// The producer's id (stable across its restarts).
     pub id: String,
+    /// Its epoch: a restarted producer bumps it and starts again at seq 0.
     pub epoch: u64,
+    /// Its sequence number within the epoch.
     pub seq: u64,
 }
 
 /// Create a stream (idempotent when the settings match).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Create {
+    /// The stream.
     pub id: StreamId,
+    /// Its content type (`None`: [`DEFAULT_CONTENT_TYPE`]).
     pub content_type: Option<String>,
+    /// Bytes appended as the stream is created (append 1).
     pub initial_payload: Option<Bytes>,
+    /// Create the stream closed.
     pub closed: bool,
+    /// Sliding time to live, in seconds: renewed by appends and reads.
     pub ttl_s: Option<u64>,
+    /// Fixed expiry in Unix milliseconds (never extended).
     pub expires_at_ms: Option<u64>,
     /// Attributes as a JSON object text (see [`crate::state::api::validate_attrs`]).
     pub attrs: Option<String>,
+    /// The idempotent producer creating it.
     pub producer: Option<ProducerArgs>,
+    /// The caller's opaque sequence string (must increase byte-wise).
     pub stream_seq: Option<String>,
 }
 
 impl Create {
+    /// A create of `id` with every setting at its default.
     pub fn new(id: StreamId) -> Self {
         Create {
             id,
@@ -60,34 +73,42 @@ impl Create {
             stream_seq: None,
         }
     }
+    /// Sets the content type.
     pub fn content_type(mut self, content_type: impl Into<String>) -> Self {
         self.content_type = Some(content_type.into());
         self
     }
+    /// Sets the bytes appended at creation.
     pub fn initial_payload(mut self, payload: impl Into<Bytes>) -> Self {
         self.initial_payload = Some(payload.into());
         self
     }
+    /// Creates the stream closed (or open).
     pub fn closed(mut self, closed: bool) -> Self {
         self.closed = closed;
         self
     }
+    /// Sets a sliding time to live, in seconds.
     pub fn ttl_s(mut self, ttl_s: u64) -> Self {
         self.ttl_s = Some(ttl_s);
         self
     }
+    /// Sets a fixed expiry, in Unix milliseconds.
     pub fn expires_at_ms(mut self, expires_at_ms: u64) -> Self {
         self.expires_at_ms = Some(expires_at_ms);
         self
     }
+    /// Sets the attributes (a JSON object of at most 16 KiB).
     pub fn attrs(mut self, json: impl Into<String>) -> Self {
         self.attrs = Some(json.into());
         self
     }
+    /// Creates as idempotent producer `id` at `epoch` and `seq`.
     pub fn producer(mut self, id: impl Into<String>, epoch: u64, seq: u64) -> Self {
         self.producer = Some(ProducerArgs { id: id.into(), epoch, seq });
         self
     }
+    /// Sets the caller's sequence string.
     pub fn stream_seq(mut self, seq: impl Into<String>) -> Self {
         self.stream_seq = Some(seq.into());
         self
@@ -99,17 +120,24 @@ impl Create {
 }
 
 /// Append one payload to a stream.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Append {
+    /// The stream.
     pub id: StreamId,
+    /// The bytes to append.
     pub payload: Bytes,
+    /// The content type the caller expects the stream to have.
     pub content_type: Option<String>,
+    /// Close the stream once the payload landed.
     pub close_after: bool,
+    /// The caller's opaque sequence string (must increase byte-wise).
     pub stream_seq: Option<String>,
+    /// The idempotent producer appending.
     pub producer: Option<ProducerArgs>,
 }
 
 impl Append {
+    /// An append of `payload` to `id`.
     pub fn new(id: StreamId, payload: impl Into<Bytes>) -> Self {
         Append {
             id,
@@ -120,18 +148,22 @@ impl Append {
             producer: None,
         }
     }
+    /// Appends as idempotent producer `id` at `epoch` and `seq`.
     pub fn producer(mut self, id: impl Into<String>, epoch: u64, seq: u64) -> Self {
         self.producer = Some(ProducerArgs { id: id.into(), epoch, seq });
         self
     }
+    /// Sets the caller's sequence string.
     pub fn stream_seq(mut self, seq: impl Into<String>) -> Self {
         self.stream_seq = Some(seq.into());
         self
     }
+    /// Closes the stream after this payload.
     pub fn close_after(mut self, close_after: bool) -> Self {
         self.close_after = close_after;
         self
     }
+    /// Sets the content type the stream must have.
     pub fn content_type(mut self, content_type: impl Into<String>) -> Self {
         self.content_type = Some(content_type.into());
         self
@@ -140,22 +172,29 @@ impl Append {
 
 /// Append many payloads to one stream in one routed request; each item gets
 /// its own result.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendBatch {
+    /// The stream.
     pub id: StreamId,
+    /// The payloads, in order; each becomes one append.
     pub payloads: Vec<Bytes>,
+    /// The content type the caller expects the stream to have.
     pub content_type: Option<String>,
+    /// The idempotent producer appending (its seq covers the whole batch).
     pub producer: Option<ProducerArgs>,
 }
 
 impl AppendBatch {
+    /// A batch of `payloads` for `id`.
     pub fn new(id: StreamId, payloads: Vec<Bytes>) -> Self {
         AppendBatch { id, payloads, content_type: None, producer: None }
     }
+    /// Appends as idempotent producer `id` at `epoch` and `seq` (one seq for the batch).
     pub fn producer(mut self, id: impl Into<String>, epoch: u64, seq: u64) -> Self {
         self.producer = Some(ProducerArgs { id: id.into(), epoch, seq });
         self
     }
+    /// Sets the content type the stream must have.
     pub fn content_type(mut self, content_type: impl Into<String>) -> Self {
         self.content_type = Some(content_type.into());
         self
@@ -165,19 +204,25 @@ impl AppendBatch {
 /// Read bytes from `offset`, at most `max_len` of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Read {
+    /// The stream.
     pub id: StreamId,
+    /// Offset of the first byte to read.
     pub offset: u64,
+    /// Most bytes returned (clamped to `max_read_bytes`).
     pub max_len: usize,
 }
 
 impl Read {
+    /// A read of `id` from offset 0, at most [`DEFAULT_READ_MAX_LEN`] bytes.
     pub fn new(id: StreamId) -> Self {
         Read { id, offset: 0, max_len: DEFAULT_READ_MAX_LEN }
     }
+    /// Sets the offset to read from.
     pub fn offset(mut self, offset: u64) -> Self {
         self.offset = offset;
         self
     }
+    /// Sets the most bytes returned.
     pub fn max_len(mut self, max_len: usize) -> Self {
         self.max_len = max_len;
         self
@@ -186,21 +231,27 @@ impl Read {
 
 /// Close a stream (idempotent), optionally as a producer or with a
 /// `stream_seq`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Close {
+    /// The stream.
     pub id: StreamId,
+    /// The idempotent producer closing it.
     pub producer: Option<ProducerArgs>,
+    /// The caller's opaque sequence string.
     pub stream_seq: Option<String>,
 }
 
 impl Close {
+    /// A close of `id`.
     pub fn new(id: StreamId) -> Self {
         Close { id, producer: None, stream_seq: None }
     }
+    /// Closes as idempotent producer `id` at `epoch` and `seq`.
     pub fn producer(mut self, id: impl Into<String>, epoch: u64, seq: u64) -> Self {
         self.producer = Some(ProducerArgs { id: id.into(), epoch, seq });
         self
     }
+    /// Sets the caller's sequence string.
     pub fn stream_seq(mut self, seq: impl Into<String>) -> Self {
         self.stream_seq = Some(seq.into());
         self
@@ -208,17 +259,22 @@ impl Close {
 }
 
 /// Publish an application snapshot of a stream's state at `offset`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PublishSnapshot {
+    /// The stream.
     pub id: StreamId,
+    /// The stream offset the snapshot describes.
     pub offset: u64,
+    /// The snapshot's content type.
     pub content_type: String,
+    /// The snapshot's bytes.
     pub payload: Bytes,
     /// BLAKE3 of `payload`, checked when present.
     pub expected_digest: Option<[u8; 32]>,
 }
 
 impl PublishSnapshot {
+    /// A snapshot of `id` at `offset`.
     pub fn new(id: StreamId, offset: u64, payload: impl Into<Bytes>) -> Self {
         PublishSnapshot {
             id,
@@ -228,10 +284,12 @@ impl PublishSnapshot {
             expected_digest: None,
         }
     }
+    /// Sets the snapshot's content type.
     pub fn content_type(mut self, content_type: impl Into<String>) -> Self {
         self.content_type = content_type.into();
         self
     }
+    /// Requires the payload's BLAKE3 to be `digest`.
     pub fn expected_digest(mut self, digest: [u8; 32]) -> Self {
         self.expected_digest = Some(digest);
         self
@@ -241,37 +299,48 @@ impl PublishSnapshot {
 /// Reply to [`Create`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateReply {
+    /// The stream existed with the same settings; nothing changed.
     pub already_exists: bool,
+    /// The stream's tail after the create.
     pub next_offset: u64,
+    /// The group commit index the create was applied at.
     pub commit_index: u64,
 }
 
 /// Reply to one append (or one batch item).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendReply {
+    /// Offset of the payload's first byte.
     pub start_offset: u64,
+    /// Offset just past the payload (the new tail).
     pub next_offset: u64,
     /// Appends accepted by the stream so far, this one included.
     pub stream_append_count: u64,
+    /// A producer retry: the original append's offsets, nothing changed.
     pub deduplicated: bool,
     /// True when the stream is closed after this append.
     pub closed: bool,
+    /// The group commit index the append was applied at.
     pub commit_index: u64,
 }
 
 /// Reply to [`AppendBatch`]: one result per payload, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchReply {
+    /// One result per payload, in order.
     pub items: Vec<Result<AppendReply, Error>>,
+    /// The group commit index the batch was applied at.
     pub commit_index: u64,
 }
 
 /// Reply to [`Read`] and live reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadReply {
+    /// The bytes read.
     pub payload: Bytes,
     /// Offset of the first byte of `payload`.
     pub offset: u64,
+    /// Offset just past `payload` (where to read next).
     pub next_offset: u64,
     /// True when `next_offset` is the tail.
     pub up_to_date: bool,
@@ -282,48 +351,69 @@ pub struct ReadReply {
 /// Reply to `head`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeadReply {
+    /// The stream's content type.
     pub content_type: String,
+    /// The tail (the next append's offset).
     pub tail_offset: u64,
+    /// The stream is closed.
     pub closed: bool,
+    /// Its sliding time to live, in seconds.
     pub ttl_s: Option<u64>,
+    /// Its fixed expiry, in Unix milliseconds.
     pub expires_at_ms: Option<u64>,
     /// When the stream will expire if nobody touches it (TTL or fixed).
     pub expiry_deadline_ms: Option<u64>,
+    /// The oldest offset still readable (retention drops what is before).
     pub retained_offset: u64,
+    /// Offset of the latest application snapshot.
     pub snapshot_offset: Option<u64>,
+    /// Appends accepted so far.
     pub append_count: u64,
+    /// Set-sums over the stream's records (live, evicted, total).
     pub integrity: Integrity,
 }
 
 /// Reply to `close`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloseReply {
+    /// The stream's tail.
     pub next_offset: u64,
+    /// The stream was already closed; nothing changed.
     pub already_closed: bool,
+    /// The group commit index the close was applied at.
     pub commit_index: u64,
 }
 
 /// An application snapshot as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppSnapshot {
+    /// The stream offset the snapshot describes.
     pub offset: u64,
+    /// Its content type.
     pub content_type: String,
+    /// Its bytes.
     pub payload: Bytes,
+    /// BLAKE3 of `payload`.
     pub digest: [u8; 32],
 }
 
 /// Reply to `publish_snapshot`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotReply {
+    /// The snapshot's offset.
     pub offset: u64,
+    /// The same snapshot was already stored; nothing changed.
     pub already_existed: bool,
+    /// The group commit index it was applied at.
     pub commit_index: u64,
 }
 
 /// Reply to `bootstrap`: the latest snapshot and the bytes after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BootstrapReply {
+    /// The latest application snapshot, if any.
     pub snapshot: Option<AppSnapshot>,
+    /// The bytes after it (or from the retained start without one).
     pub updates: ReadReply,
 }
 
@@ -353,7 +443,9 @@ pub fn validate_attrs(json: &str) -> Result<(), Error> {
 /// A live read: a [`Read`] that waits up to `timeout` for data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaitRead {
+    /// The read.
     pub read: Read,
+    /// How long to wait at the tail.
     pub timeout: Duration,
 }
 

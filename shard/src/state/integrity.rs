@@ -33,11 +33,14 @@ pub fn record_digest(offset: u64, payload: &[u8]) -> [u64; 4] {
 /// A multiset checksum: sum of record digests and the number of records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SetSum {
+    /// The four 64-bit lanes of the wrapping sum of record digests.
     pub lanes: [u64; 4],
+    /// Records summed.
     pub records: u64,
 }
 
 impl SetSum {
+    /// Adds one record digest.
     pub fn add_digest(&mut self, digest: [u64; 4]) {
         for (l, d) in self.lanes.iter_mut().zip(digest) {
             *l = l.wrapping_add(d);
@@ -45,6 +48,7 @@ impl SetSum {
         self.records += 1;
     }
 
+    /// Removes one record digest (added before).
     pub fn remove_digest(&mut self, digest: [u64; 4]) {
         for (l, d) in self.lanes.iter_mut().zip(digest) {
             *l = l.wrapping_sub(d);
@@ -52,6 +56,7 @@ impl SetSum {
         self.records = self.records.saturating_sub(1);
     }
 
+    /// Adds the record at `offset` with `payload`.
     pub fn add_record(&mut self, offset: u64, payload: &[u8]) {
         self.add_digest(record_digest(offset, payload));
     }

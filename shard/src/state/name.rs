@@ -33,10 +33,12 @@ impl StreamId {
         Ok(StreamId { bucket, stream })
     }
 
+    /// The bucket name.
     pub fn bucket(&self) -> &str {
         &self.bucket
     }
 
+    /// The stream name within the bucket.
     pub fn stream(&self) -> &str {
         &self.stream
     }

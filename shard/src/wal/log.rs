@@ -44,8 +44,11 @@ pub enum EntryBody<'a> {
 /// One entry: a group's mutation at its commit index.
 #[derive(Debug, Clone, Copy)]
 pub struct LogEntry<'a> {
+    /// The group the entry belongs to.
     pub group: u32,
+    /// The group's commit index after the entry.
     pub index: u64,
+    /// What the entry carries.
     pub body: EntryBody<'a>,
 }
 
@@ -99,6 +102,7 @@ pub struct MemLog {
 }
 
 impl MemLog {
+    /// An empty in-memory log.
     pub fn new() -> Self {
         MemLog::default()
     }

@@ -16,6 +16,8 @@ pub mod format;
 pub mod log;
 pub mod recovery;
 pub mod scan;
+#[cfg(any(test, feature = "internals"))]
+pub mod twins;
 pub mod writer;
 
 pub use config::{Durability, WalConfig, WalIo};

@@ -70,6 +70,7 @@ pub struct Recovered {
     pub states: Vec<GroupState>,
     /// Groups whose state differs from their checkpoint file.
     pub changed: Vec<bool>,
+    /// WAL records replayed onto the checkpoints.
     pub replayed_records: u64,
     /// Segments whose tail was torn, with the offset the valid data ends at.
     pub torn_tails: Vec<(PathBuf, u64)>,

@@ -22,7 +22,9 @@ use crate::error::{Error, Result};
 /// Everything a scan learned about one segment.
 #[derive(Debug)]
 pub struct SegmentScan<'a> {
-    /// `None` exactly when `end` is [`ScanEnd::TornHeader`].
+    /// `None` exactly when `end` is [`ScanEnd::TornHeader`] (read by the
+    /// harnesses; recovery needs only the records).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub header: Option<SegmentHeader>,
     /// The valid records, in file order, with lsns `l, l+1, l+2, ...`.
     pub records: Vec<RecordRef<'a>>,

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use rill::server::cli::{Cli, Command};
+use rill::server::{Cli, Subcommand as Command};
 
 fn main() -> ExitCode {
     match Cli::from_env().command {

@@ -50,8 +50,12 @@ use crate::state::api::{BootstrapReply, HeadReply, Read, ReadReply};
 use crate::state::command::{Applied, Command, Effect, Op};
 use crate::state::name::StreamId;
 
+// Some of these are used only by the harnesses (feature `internals`).
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use cold::{ColdChunk, ColdState, CompactPlan, FlushLimits, GcEntry, PackInfo, PackPlan, SlicePlan};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use producer::{ItemFailure, ItemOutcome, Landed, ProducerEntry, ProducerState};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use read::{ColdPiece, Piece, ReadPlan};
 pub use stream::StreamState;
 
@@ -119,6 +123,7 @@ pub struct GroupState {
 }
 
 impl GroupState {
+    /// An empty group `group` of an engine with `group_count` groups.
     pub fn new(group: u32, group_count: u32, limits: GroupLimits) -> Self {
         GroupState {
             group,
@@ -137,15 +142,19 @@ impl GroupState {
     pub fn set_limits(&mut self, limits: GroupLimits) {
         self.limits = limits;
     }
+    /// The group's id.
     pub fn group(&self) -> u32 {
         self.group
     }
+    /// Groups of the engine the state belongs to.
     pub fn group_count(&self) -> u32 {
         self.group_count
     }
+    /// The bounds the state machine enforces.
     pub fn limits(&self) -> &GroupLimits {
         &self.limits
     }
+    /// Mutations applied so far (the last one's index).
     pub fn commit_index(&self) -> u64 {
         self.commit_index
     }
@@ -205,6 +214,7 @@ impl GroupState {
         Ok(self.lookup(id, now_ms)?.head())
     }
 
+    /// A stream's attributes, if any.
     pub fn get_attrs(&self, id: &StreamId, now_ms: u64) -> Result<Option<String>> {
         Ok(self.lookup(id, now_ms)?.attrs.clone())
     }
