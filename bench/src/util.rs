@@ -47,39 +47,9 @@ impl Mode {
     }
 }
 
-/// xorshift64*: fast, deterministic, good enough to pick streams and
-/// offsets.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
+/// The project's one deterministic generator (SplitMix64), shared with the
+/// tests and the simulation.
+pub use rill_shard::rng::Rng;
 
 /// Zipf-distributed ranks over `0..n` with exponent `s`: rank `k` is drawn
 /// with probability proportional to `1 / (k + 1)^s`. Sampling is a binary

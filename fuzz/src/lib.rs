@@ -23,7 +23,7 @@ pub mod model_cold;
 pub mod model_ops;
 pub mod model_rules;
 pub mod observe;
-pub mod rng;
+pub use rill_shard::rng;
 pub mod sim;
 pub mod targets;
 

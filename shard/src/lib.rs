@@ -66,6 +66,12 @@ modules!(
     wal,
 );
 
+/// The one deterministic PRNG of every harness (tests and `internals`).
+#[cfg(feature = "internals")]
+pub mod rng;
+#[cfg(all(test, not(feature = "internals")))]
+mod rng;
+
 /// Deliberately planted bugs for the harnesses (feature `planted`).
 #[cfg(feature = "planted")]
 pub mod planted;

@@ -22,20 +22,7 @@ struct StreamModel {
     seq: u64,
 }
 
-/// A small deterministic generator (xorshift*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rill_shard::rng::Rng;
 
 fn config(dir: &std::path::Path) -> Config {
     Config::new(dir)
@@ -51,7 +38,7 @@ fn config(dir: &std::path::Path) -> Config {
 
 /// One task's random operations over its own streams.
 async fn run_task(e: Engine, task: u64, seed: u64, ops: usize, models: &mut BTreeMap<StreamId, StreamModel>) {
-    let mut rng = Rng(seed ^ (task + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut rng = Rng::new(seed ^ (task + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     // Streams 0 to 2 share buckets with other tasks; stream 3 lives in the
     // task's own bucket, which the task may purge (SPEC §3 erasure) while
     // the others write and the cold tier works.

@@ -135,7 +135,7 @@ fn client(
                         continue;
                     }
                     slots[k].busy = true;
-                    let retry = shape.producers && slots[k].acked > 0 && rng.chance(shape.dup_share);
+                    let retry = shape.producers && slots[k].acked > 0 && rng.unit() < shape.dup_share;
                     let seq = if retry { slots[k].acked - 1 } else { slots[k].acked };
                     let (id, producer) = (&ids[mine[k]], &producer);
                     let make = move || {

@@ -64,17 +64,14 @@ fn every_truncation_is_corrupted() {
 }
 
 // SPEC §7 + DESIGN principle 5: random bit flips are Corrupted, never a
-// panic (deterministic xorshift so failures reproduce).
+// panic (the deterministic project generator, so failures reproduce).
 #[test]
 fn bit_flips_are_corrupted() {
     let bytes = busy_group().g.encode_snapshot();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = crate::rng::Rng::new(1);
     for _ in 0..2_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
         let mut flipped = bytes.clone();
-        let bit = (x % (flipped.len() as u64 * 8)) as usize;
+        let bit = rng.index(flipped.len() * 8);
         flipped[bit / 8] ^= 1 << (bit % 8);
         let err = GroupState::decode_snapshot(&flipped, small_limits()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Corrupted);
@@ -108,12 +105,11 @@ fn sealed_garbage_is_corrupted() {
     // A commit index below the producers' last use breaks an invariant.
     assert_eq!(decode(&seal(0, 1, 1, body)).unwrap_err().code(), ErrorCode::Corrupted);
     assert_eq!(decode(&seal(1, 1, h.g.commit_index(), body)).unwrap_err().code(), ErrorCode::Corrupted);
-    let mut x = 12345u64;
+    let mut rng = crate::rng::Rng::new(12345);
     for _ in 0..2_000 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let mut garbled = body.to_vec();
-        let at = (x >> 33) as usize % garbled.len();
-        garbled[at] = (x >> 8) as u8;
+        let at = rng.index(garbled.len());
+        garbled[at] = rng.next_u64() as u8;
         if garbled == body {
             continue;
         }

@@ -1,9 +1,12 @@
-//! A small deterministic random number generator (SplitMix64).
+//! The one deterministic random number generator of every harness
+//! (SplitMix64): the simulation and the corpus mutator, the crash and
+//! power-loss workloads, the runtime model test, the benchmarks' load
+//! generator and the state machine's own unit tests.
 //!
-//! The simulation and the corpus mutator need randomness that is the same
-//! on every machine and every run for the same seed, and that does not
-//! change when a dependency is upgraded; so it lives here, in a dozen
-//! lines. It is not for cryptography.
+//! They all need randomness that is the same on every machine and every run
+//! for the same seed, and that does not change when a dependency is
+//! upgraded; so it lives here, in a few lines, fully specified. Built for
+//! tests and with the `internals` feature only. It is not for cryptography.
 
 /// SplitMix64: one `u64` of state, full period, good enough statistics for
 /// choosing test inputs.
@@ -13,10 +16,12 @@ pub struct Rng {
 }
 
 impl Rng {
+    /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         Rng { state: seed ^ 0x5851_f42d_4c95_7f2d }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.state;
@@ -66,7 +71,38 @@ impl Rng {
         Rng::new(self.next_u64())
     }
 
+    /// `len` random bytes.
     pub fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next_u64() as u8).collect()
     }
+
+    /// Fills `buf` with random bytes.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let word = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&word[..chunk.len()]);
+        }
+    }
+
+    /// True with probability `p` percent.
+    pub fn percent(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn finalize(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Hashes a tuple of numbers into one seed (for deriving the seeds of
+/// independent choices from one run seed and a domain tag).
+pub fn mix(parts: &[u64]) -> u64 {
+    parts.iter().fold(0x6a09_e667_f3bc_c909, |h, p| finalize(h ^ finalize(p.wrapping_add(0x9e37_79b9))))
 }
