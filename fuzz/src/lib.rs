@@ -2,7 +2,7 @@
 //!
 //! * The reference model of a group: [`model::Model`] is a small,
 //!   obviously-correct restatement of SPEC §2 for one group (handlers in
-//!   [`model_ops`], shared rules in [`model_rules`]); [`observe`] reduces
+//!   `model/ops.rs`, shared rules in `model/rules.rs`, the cold tier in `model/cold.rs`); [`observe`] reduces
 //!   the real state machine's answers to the model's vocabulary so the two
 //!   can be compared step by step. The model owns no invariant of the
 //!   engine: it is an oracle, kept independent of `rill_shard::state::group` on
@@ -19,9 +19,6 @@ pub mod corpus;
 pub mod cursor;
 pub mod http_target;
 pub mod model;
-pub mod model_cold;
-pub mod model_ops;
-pub mod model_rules;
 pub mod observe;
 pub use rill_shard::rng;
 pub mod sim;

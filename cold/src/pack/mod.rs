@@ -15,13 +15,7 @@ mod reader;
 mod writer;
 
 #[cfg(test)]
-mod tests_cache;
-#[cfg(test)]
-mod tests_format;
-#[cfg(test)]
-mod tests_reader;
-#[cfg(test)]
-mod tests_support;
+mod tests;
 
 pub use cache::{PackCache, PackCacheStats};
 pub use format::{

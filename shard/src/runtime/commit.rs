@@ -58,7 +58,7 @@ pub struct Commit {
     log: Box<dyn LogStore>,
     queue: RefCell<VecDeque<Pending>>,
     signal: LocalSignal,
-    failed: RefCell<Option<crate::Error>>,
+    failed: RefCell<Option<crate::error::Error>>,
 }
 
 impl Commit {
@@ -92,7 +92,7 @@ impl Commit {
     }
 
     /// The error that failed this core, if any.
-    pub fn failure(&self) -> Option<crate::Error> {
+    pub fn failure(&self) -> Option<crate::error::Error> {
         self.failed.borrow().clone()
     }
 
@@ -147,7 +147,7 @@ impl Commit {
         while !self.queue.borrow().is_empty() {
             if start.elapsed() >= timeout {
                 let left: Vec<Pending> = self.queue.borrow_mut().drain(..).collect();
-                let err = crate::Error::new(crate::ErrorKind::ShuttingDown);
+                let err = crate::error::Error::new(crate::error::ErrorKind::ShuttingDown);
                 for item in left {
                     complete(core, item, Some(err.clone()));
                 }
@@ -159,7 +159,7 @@ impl Commit {
 }
 
 /// Sends the reply, settles the group's uncommitted bytes and runs effects.
-fn complete(core: &Rc<Core>, item: Pending, fail: Option<crate::Error>) {
+fn complete(core: &Rc<Core>, item: Pending, fail: Option<crate::error::Error>) {
     let group = core.groups.get(&item.group);
     if let Some(group) = group {
         group.settle_uncommitted(item.uncommitted);

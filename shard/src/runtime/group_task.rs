@@ -208,7 +208,7 @@ impl Group {
                 return;
             }
             Mutation::Unchanged(result) => {
-                if result.as_ref().is_err_and(|e| e.code() == crate::ErrorCode::ColdBackpressure) {
+                if result.as_ref().is_err_and(|e| e.code() == crate::error::ErrorCode::ColdBackpressure) {
                     self.metrics.backpressure_events.fetch_add(1, Relaxed);
                     core.metrics.cold_backpressure_events.fetch_add(1, Relaxed);
                 }

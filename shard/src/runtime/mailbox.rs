@@ -241,7 +241,7 @@ mod tests {
             tx.send(shutdown_mail()).await.unwrap();
             tx.send(shutdown_mail()).await.unwrap();
             let err = tx.send(shutdown_mail()).await.unwrap_err();
-            assert_eq!(err.code(), crate::ErrorCode::Overloaded);
+            assert_eq!(err.code(), crate::error::ErrorCode::Overloaded);
             assert!(err.is_temporary());
         });
         assert_eq!(metrics.mailbox_full_events.load(SeqCst), 1);

@@ -125,7 +125,7 @@ impl Core {
     }
 
     /// Fetches a cold piece through the core's pack cache.
-    pub(crate) fn fetch_cold(&self, piece: &crate::state::group::ColdPiece) -> crate::Result<bytes::Bytes> {
+    pub(crate) fn fetch_cold(&self, piece: &crate::state::group::ColdPiece) -> crate::error::Result<bytes::Bytes> {
         match &self.cold_store {
             Some(store) => store.fetch(piece),
             None => crate::state::group::read::hot_only(piece),

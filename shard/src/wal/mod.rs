@@ -23,6 +23,4 @@ pub mod writer;
 pub use config::{Durability, WalConfig, WalIo};
 pub use writer::WalLog;
 #[cfg(test)]
-mod tests_format;
-#[cfg(test)]
-mod tests_writer;
+mod tests;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::device::{Fault, FaultyDir, MemDir, WalDir};
-use super::format::{RecordKind, BLOCK};
-use super::scan::{scan_segment, ScanEnd};
-use super::{WalConfig, WalLog};
+use crate::wal::device::{Fault, FaultyDir, MemDir, WalDir};
+use crate::wal::format::{RecordKind, BLOCK};
+use crate::wal::scan::{scan_segment, ScanEnd};
+use crate::wal::{WalConfig, WalLog};
 use crate::state::api::Append;
 use crate::state::command::{Command, Op};
 use crate::state::name::StreamId;
@@ -194,11 +194,11 @@ fn io_failure_fails_the_log() {
             let second =
                 wal.submit(LogEntry { group: 0, index: 2, body: EntryBody::Command(&c) }).await.unwrap();
             let err = wal.wait_durable(second).await.expect_err("the faulted batch never becomes durable");
-            assert_eq!(err.code(), crate::ErrorCode::Io);
+            assert_eq!(err.code(), crate::error::ErrorCode::Io);
             assert_eq!(wal.durable_lsn(), first);
             glommio::timer::sleep(Duration::from_millis(1)).await;
             let later = wal.submit(LogEntry { group: 0, index: 3, body: EntryBody::Command(&c) }).await;
-            assert_eq!(later.expect_err("failed log refuses").code(), crate::ErrorCode::Io);
+            assert_eq!(later.expect_err("failed log refuses").code(), crate::error::ErrorCode::Io);
         });
         // What was synced scans to exactly the first record.
         for bytes in mem.synced.lock().values() {

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::pack::tests_support::*;
+use crate::pack::tests::support::*;
 use crate::pack::{write_pack, PackCache};
 
 fn write_pack_of(dir: &Path, name: &str, payload_len: usize) -> (PathBuf, u64) {

@@ -15,8 +15,12 @@
 //! same choices): checks happen in the order empty payload, lookup, content
 //! type, producer, closed, `stream_seq`; a command that is rejected or
 //! idempotent changes nothing; every other command consumes one commit
-//! index. The command handlers live in [`crate::model_ops`], the rules they
-//! share in [`crate::model_rules`].
+//! index. The command handlers live in [`ops`], the rules they
+//! share in [`rules`], the cold tier's in [`cold`].
+
+pub mod cold;
+pub mod ops;
+pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -5,12 +5,12 @@
 
 use proptest::prelude::*;
 
-use super::format::{
+use crate::wal::format::{
     decode_record_at, encode_record, encoded_len, next_block, pad_to_block, InvalidRecord, RecordAt,
     RecordKind, RecordRef, SegmentHeader, BLOCK, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_BODY_LEN,
     RECORD_HEADER_LEN,
 };
-use super::scan::{scan_segment, ScanEnd, SegmentScan};
+use crate::wal::scan::{scan_segment, ScanEnd, SegmentScan};
 use crate::error::ErrorCode;
 use crate::state::command::{Command, Op};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::ColdErrorKind;
 use crate::pack::format::{HEADER_LEN, TRAILER_LEN};
-use crate::pack::tests_support::*;
+use crate::pack::tests::support::*;
 use crate::pack::{remove_pack, write_pack, PackReader, PackSummary, SliceSpec};
 
 fn write_sample(dir: &Path, name: &str) -> PackSummary {

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use crate::error::ColdErrorKind;
 use crate::pack::format::{ENTRY_FIXED_LEN, HEADER_LEN, TRAILER_LEN};
-use crate::pack::tests_support::*;
+use crate::pack::tests::support::*;
 use crate::pack::{encode_pack, parse_pack, PackReader, SliceSpec, PACK_FORMAT_VERSION};
 
 fn assert_corrupted(result: crate::Result<impl std::fmt::Debug>, context: &str) {

@@ -12,8 +12,8 @@ use rill_shard::state::command::{Append, AppendBatch, Close, Create, PublishSnap
 use rill_shard::state::command::{Command, Effect, Op};
 use rill_shard::StreamId;
 
+use crate::model::rules::{check_attrs, content_type_ok, last_ok, stream_seq_ok, Verdict};
 use crate::model::{Model, ModelStream};
-use crate::model_rules::{check_attrs, content_type_ok, last_ok, stream_seq_ok, Verdict};
 use crate::observe::{Fault, Item, Observed, Outcome};
 
 type Answer = Result<Outcome, Fault>;

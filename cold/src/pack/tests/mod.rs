@@ -1,0 +1,8 @@
+//! Tests of the pack format: layout and validation ([`format`]), the
+//! memory-mapped reader ([`reader`]), the cache of open packs ([`cache`]),
+//! and the builders they share ([`support`]).
+
+mod cache;
+mod format;
+mod reader;
+pub(crate) mod support;
