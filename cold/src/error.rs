@@ -11,6 +11,7 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What went wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,14 +27,15 @@ pub enum ColdErrorKind {
     /// An operating-system call failed. `op` names the operation ("open",
     /// "write", "fsync", "rename", ...), `io_kind` is the error's
     /// [`io::ErrorKind`] (so a caller can tell, say, `NotFound` apart) and
-    /// `message` its text, for people only.
+    /// `source` the error itself (also [`std::error::Error::source`] of the
+    /// [`ColdError`]).
     Io {
         /// The operation that failed.
         op: &'static str,
         /// The error's kind.
         io_kind: io::ErrorKind,
-        /// The error's text (for people only).
-        message: String,
+        /// The error itself.
+        source: IoSource,
     },
     /// The request itself is invalid (an empty slice, a name that is empty or
     /// too long, a file name with a path separator); nothing was written.
@@ -48,6 +50,52 @@ pub enum ColdErrorKind {
         /// Slices the pack holds.
         slice_count: usize,
     },
+}
+
+/// The operating-system error behind an `Io` error, shared so that the
+/// errors holding it stay `Clone`.
+///
+/// Two sources are equal when their [`io::ErrorKind`]s are: an I/O error is
+/// identified by what failed (the operation, the kind, the file), not by the
+/// text or the OS error object. The shard's error type uses it too.
+#[derive(Clone, Debug)]
+pub struct IoSource(Arc<io::Error>);
+
+impl IoSource {
+    /// Wraps `err`.
+    pub fn new(err: io::Error) -> Self {
+        IoSource(Arc::new(err))
+    }
+
+    /// The error itself.
+    pub fn get(&self) -> &io::Error {
+        &self.0
+    }
+
+    /// The error's kind.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.0.kind()
+    }
+}
+
+impl From<io::Error> for IoSource {
+    fn from(err: io::Error) -> Self {
+        IoSource::new(err)
+    }
+}
+
+impl PartialEq for IoSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind()
+    }
+}
+
+impl Eq for IoSource {}
+
+impl fmt::Display for IoSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// An error of the cold tier: a kind, and the file it concerns when known.
@@ -76,9 +124,10 @@ impl ColdError {
         ColdError::new(ColdErrorKind::InvalidInput { what: what.into() })
     }
 
-    /// An `Io` error from a failed `op` on `file`.
-    pub fn io(op: &'static str, file: &Path, err: &io::Error) -> Self {
-        ColdError::new(ColdErrorKind::Io { op, io_kind: err.kind(), message: err.to_string() })
+    /// An `Io` error from a failed `op` on `file`, keeping `err` as its
+    /// source.
+    pub fn io(op: &'static str, file: &Path, err: io::Error) -> Self {
+        ColdError::new(ColdErrorKind::Io { op, io_kind: err.kind(), source: IoSource::new(err) })
             .with_file(file)
     }
 
@@ -110,7 +159,7 @@ impl fmt::Display for ColdErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ColdErrorKind::Corrupted { what } => write!(f, "corrupted: {what}"),
-            ColdErrorKind::Io { op, message, .. } => write!(f, "i/o error during {op}: {message}"),
+            ColdErrorKind::Io { op, source, .. } => write!(f, "i/o error during {op}: {source}"),
             ColdErrorKind::InvalidInput { what } => write!(f, "invalid input: {what}"),
             ColdErrorKind::NoSuchSlice { index, slice_count } => {
                 write!(f, "no slice {index} in a pack of {slice_count} slices")
@@ -128,4 +177,32 @@ impl fmt::Display for ColdError {
     }
 }
 
-impl std::error::Error for ColdError {}
+impl std::error::Error for ColdError {
+    /// The operating-system error of an `Io` error.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ColdErrorKind::Io { source, .. } => Some(source.get()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An I/O error keeps the OS error as its source and compares by what
+    // failed, not by the error object.
+    #[test]
+    fn io_errors_keep_their_source_and_compare_by_kind() {
+        let file = Path::new("/cold/p.pack");
+        let a = ColdError::io("open", file, io::Error::new(io::ErrorKind::NotFound, "first text"));
+        let b = ColdError::io("open", file, io::Error::new(io::ErrorKind::NotFound, "other text"));
+        let c = ColdError::io("open", file, io::Error::from(io::ErrorKind::PermissionDenied));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let source = std::error::Error::source(&a).and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(source.map(|e| e.to_string()), Some("first text".to_string()));
+        assert!(a.to_string().contains("/cold/p.pack") && a.to_string().contains("first text"), "{a}");
+    }
+}

@@ -19,7 +19,7 @@ mod error;
 pub mod pack;
 pub mod planted;
 
-pub use error::{ColdError, ColdErrorKind, Result};
+pub use error::{ColdError, ColdErrorKind, IoSource, Result};
 pub use pack::{
     encode_pack, remove_pack, sync_dir, write_pack, PackCache, PackCacheStats, PackReader, PackSummary,
     SliceMeta, SliceSpec, SliceSummary, PACK_FORMAT_VERSION,

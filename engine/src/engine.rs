@@ -310,10 +310,8 @@ impl Engine {
             let _ = ack.await;
         }
         if !self.inner.executors.wait_stopped(DROP_STOP_TIMEOUT) {
-            return Err(Error::new(ErrorKind::Io {
-                op: "shutdown",
-                message: "a core did not stop in time".into(),
-            }));
+            let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "a core did not stop in time");
+            return Err(Error::io("shutdown", late));
         }
         self.inner.lock.lock().take();
         Ok(())

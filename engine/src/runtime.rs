@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender};
 use glommio::{LocalExecutorBuilder, Placement as CpuPlacement};
 use parking_lot::Mutex;
 use rill_shard::node::{run_core, CoreSpec};
-use rill_shard::{Error, ErrorKind, Result};
+use rill_shard::{Error, Result};
 
 /// The running executor threads of one engine.
 #[derive(Debug)]
@@ -68,9 +68,7 @@ impl Executors {
                     run_core(spec).await;
                     let _ = stopped_tx.send(core);
                 })
-                .map_err(|e| {
-                    Error::new(ErrorKind::Io { op: "start core executor", message: e.to_string() })
-                })?;
+                .map_err(|e| Error::io("start core executor", std::io::Error::from(e)))?;
             handles.push(handle);
         }
         Ok(Executors {

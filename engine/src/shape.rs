@@ -34,13 +34,13 @@ pub(crate) fn lock(dir: &Path) -> Result<fs::File> {
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| Error::io("open lock file", &e))?;
+        .map_err(|e| Error::io_at("open lock file", &path, e))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(fs::TryLockError::WouldBlock) => {
             Err(Error::new(ErrorKind::DirectoryInUse { path: dir.display().to_string() }))
         }
-        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock data directory", &e)),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io_at("lock data directory", &path, e)),
     }
 }
 
@@ -59,12 +59,12 @@ fn create_dir_durably(dir: &Path) -> Result<()> {
     match fs::create_dir(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => return Err(Error::io("create data directory", &e)),
+        Err(e) => return Err(Error::io_at("create data directory", dir, e)),
     }
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::File::open(parent)
         .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("sync data directory's parent", &e))
+        .map_err(|e| Error::io_at("sync data directory's parent", parent, e))
 }
 
 /// Name of the shape file inside the data directory.
@@ -73,12 +73,12 @@ const SHAPE_VERSION: u64 = 1;
 
 /// Checks (or records) the shape of the directory.
 pub(crate) fn check_or_record(dir: &Path, groups: u32, cores: usize) -> Result<()> {
-    fs::create_dir_all(dir).map_err(|e| Error::io("create data directory", &e))?;
+    fs::create_dir_all(dir).map_err(|e| Error::io_at("create data directory", dir, e))?;
     let path = dir.join(SHAPE_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => {
             let (version, recorded_groups, recorded_cores) =
-                parse(&text).ok_or_else(|| Error::corrupted(format!("{} does not parse", path.display())))?;
+                parse(&text).ok_or_else(|| Error::corrupted("the shape file does not parse").in_file(&path))?;
             if version != SHAPE_VERSION {
                 return Err(Error::new(ErrorKind::ShapeMismatch {
                     field: "format version",
@@ -100,9 +100,9 @@ pub(crate) fn check_or_record(dir: &Path, groups: u32, cores: usize) -> Result<(
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => write(dir, groups, cores),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            Err(Error::corrupted(format!("{} is not UTF-8 text", path.display())))
+            Err(Error::corrupted("the shape file is not UTF-8 text").in_file(&path))
         }
-        Err(e) => Err(Error::io("read shape file", &e)),
+        Err(e) => Err(Error::io_at("read shape file", &path, e)),
     }
 }
 
@@ -129,11 +129,11 @@ fn parse(text: &str) -> Option<(u64, u64, u64)> {
 fn write(dir: &Path, groups: u32, cores: usize) -> Result<()> {
     let tmp = dir.join(format!("{SHAPE_FILE}.tmp"));
     let text = format!("rill-shape {SHAPE_VERSION}\ngroups {groups}\ncores {cores}\n");
-    let mut file = fs::File::create(&tmp).map_err(|e| Error::io("create shape file", &e))?;
-    file.write_all(text.as_bytes()).map_err(|e| Error::io("write shape file", &e))?;
-    file.sync_all().map_err(|e| Error::io("sync shape file", &e))?;
-    fs::rename(&tmp, dir.join(SHAPE_FILE)).map_err(|e| Error::io("rename shape file", &e))?;
-    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync data directory", &e))?;
+    let mut file = fs::File::create(&tmp).map_err(|e| Error::io_at("create shape file", &tmp, e))?;
+    file.write_all(text.as_bytes()).map_err(|e| Error::io_at("write shape file", &tmp, e))?;
+    file.sync_all().map_err(|e| Error::io_at("sync shape file", &tmp, e))?;
+    fs::rename(&tmp, dir.join(SHAPE_FILE)).map_err(|e| Error::io_at("rename shape file", &tmp, e))?;
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io_at("sync data directory", dir, e))?;
     Ok(())
 }
 

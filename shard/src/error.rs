@@ -6,10 +6,20 @@
 //! [`ErrorCode`] and an [`ErrorClass`]. Callers match on `code()` or on the
 //! kind, never on message text. The code of a kind never changes once
 //! released; new kinds get new codes.
+//!
+//! An I/O error keeps the operating-system error it came from (its
+//! [`std::error::Error::source`], and [`Error::io_kind`]); a `Corrupted`
+//! error names the file and byte offset when the code that noticed it knows
+//! them; a core whose log failed is [`ErrorKind::Poisoned`], so a caller can
+//! tell "this request failed on I/O" from "this core stopped earlier".
 
 use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use crate::placement::Placement;
+
+pub use rill_cold::IoSource;
 
 /// How a caller should react to an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,6 +65,7 @@ pub enum ErrorCode {
     DirectoryInUse,
     Corrupted,
     Io,
+    Poisoned,
     ShuttingDown,
     Internal,
 }
@@ -90,6 +101,7 @@ impl ErrorCode {
             ErrorCode::DirectoryInUse => "directory_in_use",
             ErrorCode::Corrupted => "corrupted",
             ErrorCode::Io => "io",
+            ErrorCode::Poisoned => "poisoned",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
         }
@@ -103,9 +115,11 @@ impl ErrorCode {
             | ErrorCode::DirectoryInUse
             | ErrorCode::Overloaded
             | ErrorCode::UncommittedBackpressure => ErrorClass::Temporary,
-            ErrorCode::Corrupted | ErrorCode::Io | ErrorCode::ShuttingDown | ErrorCode::Internal => {
-                ErrorClass::Persistent
-            }
+            ErrorCode::Corrupted
+            | ErrorCode::Io
+            | ErrorCode::Poisoned
+            | ErrorCode::ShuttingDown
+            | ErrorCode::Internal => ErrorClass::Persistent,
             _ => ErrorClass::Permanent,
         }
     }
@@ -202,10 +216,11 @@ pub enum ErrorKind {
         after: u64,
         limit: u64,
     },
+    /// A request or a group snapshot for `group` does not fit where it was
+    /// sent; `mismatch` says how.
     PlacementMismatch {
-        expected_group: u32,
-        received_group: u32,
-        reason: &'static str,
+        group: u32,
+        mismatch: Misplacement,
     },
     ShapeMismatch {
         field: &'static str,
@@ -217,12 +232,36 @@ pub enum ErrorKind {
     DirectoryInUse {
         path: String,
     },
+    /// Bytes the engine wrote earlier are not what it wrote: a checksum
+    /// mismatch, a bad magic or version, a log that disagrees with its
+    /// checkpoint. `what` says which check failed; `file` and `offset` name
+    /// the file and the byte offset in it when the code that noticed knows
+    /// them (a WAL segment and a record's offset, a pack, a checkpoint).
     Corrupted {
         what: String,
+        file: Option<PathBuf>,
+        offset: Option<u64>,
     },
+    /// An operating-system call failed. `op` names the operation ("wal
+    /// fdatasync", "create pack file", ...), `io_kind` is the error's
+    /// [`io::ErrorKind`], `path` the file or directory it was about when
+    /// known, and `source` the error itself (also the error's
+    /// [`std::error::Error::source`]). Two `Io` errors are equal when `op`,
+    /// `io_kind` and `path` are: the source compares by its kind only.
     Io {
         op: &'static str,
-        message: String,
+        io_kind: io::ErrorKind,
+        path: Option<PathBuf>,
+        source: IoSource,
+    },
+    /// Core `core` stopped accepting requests because its log failed
+    /// earlier: `cause` is that failure (the error the request that hit it
+    /// got, usually `Io`). Every request the core receives afterwards gets
+    /// this error; only reopening the engine (after an operator fixed the
+    /// device) clears it.
+    Poisoned {
+        core: usize,
+        cause: Box<Error>,
     },
     ShuttingDown,
     /// A broken invariant of the engine itself (a bug: please report it);
@@ -262,10 +301,27 @@ impl ErrorKind {
             ErrorKind::DirectoryInUse { .. } => ErrorCode::DirectoryInUse,
             ErrorKind::Corrupted { .. } => ErrorCode::Corrupted,
             ErrorKind::Io { .. } => ErrorCode::Io,
+            ErrorKind::Poisoned { .. } => ErrorCode::Poisoned,
             ErrorKind::ShuttingDown => ErrorCode::ShuttingDown,
             ErrorKind::Internal { .. } => ErrorCode::Internal,
         }
     }
+}
+
+/// How a request or a group snapshot does not fit where it was sent (the
+/// detail of [`ErrorKind::PlacementMismatch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Misplacement {
+    /// The group id is not below the engine's group count.
+    NoSuchGroup { group_count: u32 },
+    /// The request reached core `reached`, but the group lives on core
+    /// `home`.
+    WrongCore { reached: usize, home: usize },
+    /// The snapshot holds group `snapshot_group` of an engine of
+    /// `snapshot_group_count` groups; the target group is in an engine of
+    /// `group_count` groups.
+    ForeignSnapshot { snapshot_group: u32, snapshot_group_count: u32, group_count: u32 },
 }
 
 /// The engine's error: a kind with context, plus where the request went.
@@ -314,12 +370,81 @@ impl Error {
         Error::new(ErrorKind::BadRequest { reason: reason.into() })
     }
 
+    /// A `Corrupted` error saying `what`, about no file or offset yet (see
+    /// [`Error::in_file`] and [`Error::at_offset`]).
     pub fn corrupted(what: impl Into<String>) -> Self {
-        Error::new(ErrorKind::Corrupted { what: what.into() })
+        Error::new(ErrorKind::Corrupted { what: what.into(), file: None, offset: None })
     }
 
-    pub fn io(op: &'static str, err: &std::io::Error) -> Self {
-        Error::new(ErrorKind::Io { op, message: err.to_string() })
+    /// An `Io` error from a failed `op`, keeping `err` as its source.
+    pub fn io(op: &'static str, err: io::Error) -> Self {
+        Error::new(ErrorKind::Io { op, io_kind: err.kind(), path: None, source: IoSource::new(err) })
+    }
+
+    /// An `Io` error from a failed `op` on `path`, keeping `err` as its
+    /// source.
+    pub fn io_at(op: &'static str, path: &Path, err: io::Error) -> Self {
+        Error::io(op, err).in_file(path)
+    }
+
+    /// The `Poisoned` error of core `core`, stopped by `cause`.
+    pub fn poisoned(core: usize, cause: Error) -> Self {
+        Error::new(ErrorKind::Poisoned { core, cause: Box::new(cause) })
+    }
+
+    /// The same error, naming `file` as the file it concerns: the `file` of
+    /// a `Corrupted` error or the `path` of an `Io` error, unless it names
+    /// one already. Other kinds are returned unchanged.
+    pub fn in_file(mut self, file: &Path) -> Self {
+        match &mut *self.kind {
+            ErrorKind::Corrupted { file: named @ None, .. } | ErrorKind::Io { path: named @ None, .. } => {
+                *named = Some(file.to_path_buf());
+            }
+            _ => {}
+        }
+        self
+    }
+
+    /// The same error, naming `offset` as the byte offset of a `Corrupted`
+    /// error (unless it names one already). Other kinds are returned
+    /// unchanged.
+    pub fn at_offset(mut self, offset: u64) -> Self {
+        if let ErrorKind::Corrupted { offset: named @ None, .. } = &mut *self.kind {
+            *named = Some(offset);
+        }
+        self
+    }
+
+    /// The [`io::ErrorKind`] of an `Io` error (`None` for every other kind,
+    /// `Poisoned` included: its cause is in the kind).
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match &*self.kind {
+            ErrorKind::Io { io_kind, .. } => Some(*io_kind),
+            _ => None,
+        }
+    }
+}
+
+/// The cold tier's errors: `Corrupted` and `Io` keep their kind, their file
+/// and (for `Io`) the operating-system error; the rest (invalid input, a
+/// missing slice) mean a pack does not hold what the state says it does, so
+/// they are `Corrupted` too.
+impl From<rill_cold::ColdError> for Error {
+    fn from(err: rill_cold::ColdError) -> Self {
+        let error = match err.kind() {
+            rill_cold::ColdErrorKind::Corrupted { what } => Error::corrupted(what.clone()),
+            rill_cold::ColdErrorKind::Io { op, io_kind, source } => Error::new(ErrorKind::Io {
+                op: *op,
+                io_kind: *io_kind,
+                path: None,
+                source: source.clone(),
+            }),
+            _ => Error::corrupted(format!("cold tier: {}", err.kind())),
+        };
+        match err.file() {
+            Some(file) => error.in_file(file),
+            None => error,
+        }
     }
 }
 
@@ -392,17 +517,41 @@ impl fmt::Display for Error {
                 f,
                 "group {group} would hold {after} uncommitted bytes (now {before}, limit {limit})"
             ),
-            ErrorKind::PlacementMismatch { expected_group, received_group, reason } => write!(
-                f,
-                "placement mismatch ({reason}): expected group {expected_group}, got {received_group}"
-            ),
+            ErrorKind::PlacementMismatch { group, mismatch } => match mismatch {
+                Misplacement::NoSuchGroup { group_count } => {
+                    write!(f, "there is no group {group}: the engine has {group_count} groups")
+                }
+                Misplacement::WrongCore { reached, home } => {
+                    write!(f, "a request for group {group} reached core {reached}, but the group lives on core {home}")
+                }
+                Misplacement::ForeignSnapshot { snapshot_group, snapshot_group_count, group_count } => write!(
+                    f,
+                    "a snapshot of group {snapshot_group} of {snapshot_group_count} groups cannot replace group \
+                     {group} of {group_count} groups"
+                ),
+            },
             ErrorKind::ShapeMismatch { field, recorded, requested } => write!(
                 f,
                 "engine shape mismatch: {field} is {recorded} on record, {requested} requested"
             ),
             ErrorKind::DirectoryInUse { path } => write!(f, "data directory {path} is open in another engine"),
-            ErrorKind::Corrupted { what } => write!(f, "corrupted: {what}"),
-            ErrorKind::Io { op, message } => write!(f, "i/o failure during {op}: {message}"),
+            ErrorKind::Corrupted { what, file, offset } => {
+                f.write_str("corrupted: ")?;
+                match (file, offset) {
+                    (Some(file), Some(offset)) => write!(f, "{} at offset {offset}: ", file.display())?,
+                    (Some(file), None) => write!(f, "{}: ", file.display())?,
+                    (None, Some(offset)) => write!(f, "at offset {offset}: ")?,
+                    (None, None) => {}
+                }
+                f.write_str(what)
+            }
+            ErrorKind::Io { op, path, source, .. } => match path {
+                Some(path) => write!(f, "i/o failure during {op} on {}: {source}", path.display()),
+                None => write!(f, "i/o failure during {op}: {source}"),
+            },
+            ErrorKind::Poisoned { core, cause } => {
+                write!(f, "core {core} refuses requests since its log failed ({cause})")
+            }
             ErrorKind::ShuttingDown => write!(f, "the engine is shut down"),
             ErrorKind::Internal { what } => write!(f, "internal error in {what} (a bug in the engine)"),
         }?;
@@ -413,7 +562,17 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    /// The operating-system error of an `Io` error; the failure that stopped
+    /// the core of a `Poisoned` one.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &*self.kind {
+            ErrorKind::Io { source, .. } => Some(source.get()),
+            ErrorKind::Poisoned { cause, .. } => Some(&**cause),
+            _ => None,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

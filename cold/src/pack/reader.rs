@@ -109,8 +109,8 @@ impl PackReader {
     /// Opens and validates the pack at `path`, reading it through a memory
     /// map. Errors name the file.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path).map_err(|err| ColdError::io("open", path, &err))?;
-        let len = file.metadata().map_err(|err| ColdError::io("stat", path, &err))?.len();
+        let file = File::open(path).map_err(|err| ColdError::io("open", path, err))?;
+        let len = file.metadata().map_err(|err| ColdError::io("stat", path, err))?.len();
         let minimum = (HEADER_LEN + TRAILER_LEN) as u64;
         if len < minimum {
             return Err(ColdError::corrupted(format!(
@@ -118,7 +118,7 @@ impl PackReader {
             ))
             .with_file(path));
         }
-        let map = map_file(&file).map_err(|err| ColdError::io("mmap", path, &err))?;
+        let map = map_file(&file).map_err(|err| ColdError::io("mmap", path, err))?;
         if map.len() as u64 != len {
             return Err(ColdError::corrupted(format!(
                 "pack changed size while opening ({len} bytes, then {})",

@@ -219,10 +219,10 @@ pub fn write_pack(
     match fs::symlink_metadata(&path) {
         Ok(_) => {
             let err = io::Error::new(io::ErrorKind::AlreadyExists, "a pack of that name already exists");
-            return Err(ColdError::io("create", &path, &err));
+            return Err(ColdError::io("create", &path, err));
         }
         Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(err) => return Err(ColdError::io("stat", &path, &err)),
+        Err(err) => return Err(ColdError::io("stat", &path, err)),
     }
 
     let file = File::options()
@@ -230,9 +230,9 @@ pub fn write_pack(
         .create(true)
         .truncate(true)
         .open(&tmp)
-        .map_err(|err| ColdError::io("create", &tmp, &err))?;
+        .map_err(|err| ColdError::io("create", &tmp, err))?;
     let written = write_and_sync(file, &tmp, group, pack_id, bucket, slices).and_then(|written| {
-        fs::rename(&tmp, &path).map(|()| written).map_err(|e| ColdError::io("rename", &path, &e))
+        fs::rename(&tmp, &path).map(|()| written).map_err(|e| ColdError::io("rename", &path, e))
     });
     let (bytes, metas) = match written {
         Ok(written) => written,
@@ -256,16 +256,16 @@ fn write_and_sync(
 ) -> Result<(u64, Vec<SliceMeta>)> {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
     let written =
-        emit(&mut out, group, pack_id, bucket, slices).map_err(|err| ColdError::io("write", tmp, &err))?;
-    let file = out.into_inner().map_err(|err| ColdError::io("write", tmp, err.error()))?;
-    file.sync_all().map_err(|err| ColdError::io("fsync", tmp, &err))?;
+        emit(&mut out, group, pack_id, bucket, slices).map_err(|err| ColdError::io("write", tmp, err))?;
+    let file = out.into_inner().map_err(|err| ColdError::io("write", tmp, err.into_error()))?;
+    file.sync_all().map_err(|err| ColdError::io("fsync", tmp, err))?;
     Ok(written)
 }
 
 /// Makes a rename (or removal) inside `dir` durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    let handle = File::open(dir).map_err(|err| ColdError::io("open directory", dir, &err))?;
-    handle.sync_all().map_err(|err| ColdError::io("fsync directory", dir, &err))
+    let handle = File::open(dir).map_err(|err| ColdError::io("open directory", dir, err))?;
+    handle.sync_all().map_err(|err| ColdError::io("fsync directory", dir, err))
 }
 
 /// Removes the pack `dir/file_name` and makes the removal durable. Returns
@@ -279,7 +279,7 @@ pub fn remove_pack(dir: &Path, file_name: &str) -> Result<bool> {
     let removed = match fs::remove_file(&path) {
         Ok(()) => true,
         Err(err) if err.kind() == io::ErrorKind::NotFound => false,
-        Err(err) => return Err(ColdError::io("remove", &path, &err)),
+        Err(err) => return Err(ColdError::io("remove", &path, err)),
     };
     sync_dir(dir)?;
     Ok(removed)

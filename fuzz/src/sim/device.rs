@@ -88,13 +88,13 @@ pub struct SimDir {
 }
 
 fn injected(op: &'static str) -> Error {
-    Error::new(ErrorKind::Io { op, message: "simulated device fault".into() })
+    Error::io(op, std::io::Error::other("simulated device fault"))
 }
 
 /// The error of `op` under `fault`: a full disk reports ENOSPC.
 fn failure(op: &'static str, fault: DevFault) -> Error {
     match fault {
-        DevFault::Full => Error::io(op, &std::io::Error::from_raw_os_error(28)),
+        DevFault::Full => Error::io(op, std::io::Error::from_raw_os_error(28)),
         _ => injected(op),
     }
 }

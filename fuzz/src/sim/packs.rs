@@ -64,11 +64,11 @@ pub struct SimPackDir {
 }
 
 fn io(op: &'static str, e: std::io::Error) -> Error {
-    Error::io(op, &e)
+    Error::io(op, e)
 }
 
 fn injected(op: &'static str) -> Error {
-    Error::new(ErrorKind::Io { op, message: "injected pack-directory fault".into() })
+    Error::io(op, std::io::Error::other("injected pack-directory fault"))
 }
 
 impl SimPackDir {

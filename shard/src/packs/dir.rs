@@ -44,13 +44,13 @@ impl FsPackDir {
     pub fn open(path: impl Into<PathBuf>) -> Result<Self> {
         let path = path.into();
         if !path.is_dir() {
-            fs::create_dir_all(&path).map_err(|e| Error::io("create cold directory", &e))?;
+            fs::create_dir_all(&path).map_err(|e| Error::io_at("create cold directory", &path, e))?;
             // A new directory's entry is durable only once its parent is
             // synced (found by the power-loss test: packs synced into a
             // `cold/` whose own entry a power cut then lost).
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                let parent = File::open(parent).map_err(|e| Error::io("open data directory", &e))?;
-                parent.sync_all().map_err(|e| Error::io("fsync data directory", &e))?;
+                let dir = File::open(parent).map_err(|e| Error::io_at("open data directory", parent, e))?;
+                dir.sync_all().map_err(|e| Error::io_at("fsync data directory", parent, e))?;
             }
         }
         Ok(FsPackDir { path })
@@ -63,36 +63,41 @@ impl PackDir for FsPackDir {
     }
 
     fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let mut file = File::create(self.path.join(name)).map_err(|e| Error::io("create pack file", &e))?;
-        file.write_all(bytes).map_err(|e| Error::io("write pack file", &e))
+        let path = self.path.join(name);
+        let mut file = File::create(&path).map_err(|e| Error::io_at("create pack file", &path, e))?;
+        file.write_all(bytes).map_err(|e| Error::io_at("write pack file", &path, e))
     }
 
     fn sync_file(&self, name: &str) -> Result<()> {
-        let file = File::open(self.path.join(name)).map_err(|e| Error::io("open pack file", &e))?;
-        file.sync_all().map_err(|e| Error::io("fsync pack file", &e))
+        let path = self.path.join(name);
+        let file = File::open(&path).map_err(|e| Error::io_at("open pack file", &path, e))?;
+        file.sync_all().map_err(|e| Error::io_at("fsync pack file", &path, e))
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
-        fs::rename(self.path.join(from), self.path.join(to)).map_err(|e| Error::io("rename pack file", &e))
+        let (from, to) = (self.path.join(from), self.path.join(to));
+        fs::rename(&from, &to).map_err(|e| Error::io_at("rename pack file", &from, e))
     }
 
     fn remove(&self, name: &str) -> Result<bool> {
-        match fs::remove_file(self.path.join(name)) {
+        let path = self.path.join(name);
+        match fs::remove_file(&path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(Error::io("remove pack file", &e)),
+            Err(e) => Err(Error::io_at("remove pack file", &path, e)),
         }
     }
 
     fn sync(&self) -> Result<()> {
-        let dir = File::open(&self.path).map_err(|e| Error::io("open cold directory", &e))?;
-        dir.sync_all().map_err(|e| Error::io("fsync cold directory", &e))
+        let dir = File::open(&self.path).map_err(|e| Error::io_at("open cold directory", &self.path, e))?;
+        dir.sync_all().map_err(|e| Error::io_at("fsync cold directory", &self.path, e))
     }
 
     fn list(&self) -> Result<Vec<String>> {
         let mut names = Vec::new();
-        for entry in fs::read_dir(&self.path).map_err(|e| Error::io("list cold directory", &e))? {
-            let entry = entry.map_err(|e| Error::io("list cold directory", &e))?;
+        let list = |e: std::io::Error| Error::io_at("list cold directory", &self.path, e);
+        for entry in fs::read_dir(&self.path).map_err(list)? {
+            let entry = entry.map_err(list)?;
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
         names.sort();

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use super::{cold_error, ColdStore, PackDir};
+use super::{ColdStore, PackDir};
 use crate::error::{Error, Result};
 use crate::planted::{self, Bug};
 use crate::state::command::PackCommit;
@@ -73,7 +73,7 @@ pub fn check_pack_files(dir: &Path, state: &GroupState) -> Result<()> {
                             dir.display()
                         )));
                     }
-                    e.insert(rill_cold::PackReader::open(&path).map_err(cold_error)?)
+                    e.insert(rill_cold::PackReader::open(&path)?)
                 }
             };
             let holds = reader.group() == state.group()
@@ -134,7 +134,7 @@ pub fn write_flush(dir: &dyn PackDir, group: u32, plans: &[PackPlan]) -> Result<
                 parts,
             })
             .collect();
-        let bytes = rill_cold::encode_pack(group, plan.pack_id, &plan.bucket, &specs).map_err(cold_error)?;
+        let bytes = rill_cold::encode_pack(group, plan.pack_id, &plan.bucket, &specs)?;
         publish_pack(dir, &plan.file, &bytes)?;
         packs.push(plan.commit(bytes.len() as u64));
     }
@@ -175,7 +175,7 @@ pub fn write_compaction(
         parts: &refs,
     };
     let bucket = plan.stream.bucket();
-    let bytes = rill_cold::encode_pack(group, plan.pack_id, bucket, &[slice]).map_err(cold_error)?;
+    let bytes = rill_cold::encode_pack(group, plan.pack_id, bucket, &[slice])?;
     publish_pack(dir, &plan.file, &bytes)?;
     Ok(PackCommit {
         pack_id: plan.pack_id,

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::error::Error;
 use crate::error::Result;
-use crate::error::{Error, ErrorKind};
 use crate::state::group::ColdPiece;
 
 pub use self::dir::{FsPackDir, PackDir};
@@ -31,15 +31,6 @@ pub use self::files::{
 /// Directory holding the pack files.
 pub fn cold_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("cold")
-}
-
-/// Maps a cold-tier error onto the engine's.
-pub(crate) fn cold_error(err: rill_cold::ColdError) -> Error {
-    match err.kind() {
-        rill_cold::ColdErrorKind::Corrupted { .. } => Error::corrupted(err.to_string()),
-        rill_cold::ColdErrorKind::Io { op, .. } => Error::new(ErrorKind::Io { op, message: err.to_string() }),
-        _ => Error::corrupted(format!("cold tier: {err}")),
-    }
 }
 
 /// The per-core pack store: the pack directory and the cache of mapped
@@ -73,14 +64,12 @@ impl ColdStore {
 
     /// The bytes of one cold piece (checksum verified on first use).
     pub fn fetch(&self, piece: &ColdPiece) -> Result<Bytes> {
-        let reader = self.cache.get_or_open(&self.path(&piece.file)).map_err(cold_error)?;
-        let slice = reader.slice_as_bytes(piece.slice as usize).map_err(cold_error)?;
+        let path = self.path(&piece.file);
+        let reader = self.cache.get_or_open(&path)?;
+        let slice = reader.slice_as_bytes(piece.slice as usize)?;
         let (from, to) = (piece.from as usize, (piece.from + piece.len) as usize);
         if to > slice.len() {
-            return Err(Error::corrupted(format!(
-                "{}: slice {} is shorter than its chunk",
-                piece.file, piece.slice
-            )));
+            return Err(Error::corrupted(format!("slice {} is shorter than its chunk", piece.slice)).in_file(&path));
         }
         Ok(slice.slice(from..to))
     }

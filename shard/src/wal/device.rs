@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::wal::log::LocalFuture;
 
 /// One segment file, open for writing.
@@ -42,13 +42,15 @@ pub trait WalDir {
     fn remove(&self, name: &str) -> LocalFuture<'_, Result<()>>;
 }
 
-pub(super) fn io_err(op: &'static str, e: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Io { op, message: e.to_string() })
-}
-
 /// Fsyncs a directory so entries created or removed in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err("sync directory", e))
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io_at("sync directory", dir, e))
+}
+
+/// An `Io` error from a failed glommio call on `path`, keeping the
+/// operating-system error.
+fn glommio_err<T>(op: &'static str, path: &Path, err: glommio::GlommioError<T>) -> Error {
+    Error::io_at(op, path, std::io::Error::from(err))
 }
 
 async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
@@ -69,6 +71,7 @@ impl DmaDir {
 
 struct DmaSegment {
     file: glommio::io::DmaFile,
+    path: PathBuf,
 }
 
 impl SegmentFile for DmaSegment {
@@ -76,16 +79,20 @@ impl SegmentFile for DmaSegment {
         Box::pin(async move {
             let mut buf = self.file.alloc_dma_buffer(bytes.len());
             buf.as_bytes_mut().copy_from_slice(&bytes);
-            let written = self.file.write_at(buf, offset).await.map_err(|e| io_err("wal write", e))?;
+            let written = self.file.write_at(buf, offset).await.map_err(|e| glommio_err("wal write", &self.path, e))?;
             if written != bytes.len() {
-                return Err(io_err("wal write", format!("short write: {written} of {}", bytes.len())));
+                let short = std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    format!("short write: {written} of {} bytes", bytes.len()),
+                );
+                return Err(Error::io_at("wal write", &self.path, short));
             }
             Ok(())
         })
     }
 
     fn sync(&self) -> LocalFuture<'_, Result<()>> {
-        Box::pin(async move { self.file.fdatasync().await.map_err(|e| io_err("wal fdatasync", e)) })
+        Box::pin(async move { self.file.fdatasync().await.map_err(|e| glommio_err("wal fdatasync", &self.path, e)) })
     }
 }
 
@@ -93,11 +100,12 @@ impl WalDir for DmaDir {
     fn create(&self, name: &str) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
         let path = self.dir.join(name);
         Box::pin(async move {
-            let file =
-                glommio::io::DmaFile::create(&path).await.map_err(|e| io_err("create wal segment", e))?;
+            let file = glommio::io::DmaFile::create(&path)
+                .await
+                .map_err(|e| glommio_err("create wal segment", &path, e))?;
             let dir = self.dir.clone();
             blocking(move || sync_dir(&dir)).await?;
-            Ok(Rc::new(DmaSegment { file }) as Rc<dyn SegmentFile>)
+            Ok(Rc::new(DmaSegment { file, path }) as Rc<dyn SegmentFile>)
         })
     }
 
@@ -111,7 +119,7 @@ fn remove_file(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err("remove wal segment", e)),
+        Err(e) => Err(Error::io_at("remove wal segment", path, e)),
     }
 }
 
@@ -129,46 +137,48 @@ impl StdDir {
 
 struct StdSegment {
     file: Arc<std::fs::File>,
+    path: Arc<PathBuf>,
 }
 
 impl SegmentFile for StdSegment {
     fn write_at(&self, bytes: Vec<u8>, offset: u64) -> LocalFuture<'_, Result<()>> {
-        let file = self.file.clone();
+        let (file, path) = (self.file.clone(), self.path.clone());
         Box::pin(async move {
             blocking(move || {
                 use std::os::unix::fs::FileExt;
-                file.write_all_at(&bytes, offset).map_err(|e| io_err("wal write", e))
+                file.write_all_at(&bytes, offset).map_err(|e| Error::io_at("wal write", &path, e))
             })
             .await
         })
     }
 
     fn sync(&self) -> LocalFuture<'_, Result<()>> {
-        let file = self.file.clone();
-        Box::pin(
-            async move { blocking(move || file.sync_data().map_err(|e| io_err("wal fdatasync", e))).await },
-        )
+        let (file, path) = (self.file.clone(), self.path.clone());
+        Box::pin(async move {
+            blocking(move || file.sync_data().map_err(|e| Error::io_at("wal fdatasync", &path, e))).await
+        })
     }
 }
 
 impl WalDir for StdDir {
     fn create(&self, name: &str) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
         let dir = self.dir.clone();
-        let path = self.dir.join(name);
+        let path = Arc::new(self.dir.join(name));
         Box::pin(async move {
+            let opened = path.clone();
             let file = blocking(move || {
                 let file = std::fs::OpenOptions::new()
                     .create(true)
                     .truncate(true)
                     .write(true)
                     .read(true)
-                    .open(&path)
-                    .map_err(|e| io_err("create wal segment", e))?;
+                    .open(&*opened)
+                    .map_err(|e| Error::io_at("create wal segment", &opened, e))?;
                 sync_dir(&dir)?;
                 Ok::<_, Error>(file)
             })
             .await?;
-            Ok(Rc::new(StdSegment { file: Arc::new(file) }) as Rc<dyn SegmentFile>)
+            Ok(Rc::new(StdSegment { file: Arc::new(file), path }) as Rc<dyn SegmentFile>)
         })
     }
 

@@ -68,7 +68,7 @@ impl HeaderFault {
             HeaderFault::Torn(why) => why,
             HeaderFault::Unrecognised(why) => why.as_str(),
         };
-        format!("segment header corrupted at offset 0 ({why})")
+        format!("segment header corrupted ({why})")
     }
 }
 
@@ -98,7 +98,7 @@ impl SegmentHeader {
     /// block is short, its checksum does not match, or it holds a magic,
     /// version, reserved field or trailing byte this code does not write.
     pub fn decode(bytes: &[u8]) -> Result<SegmentHeader> {
-        check_header(bytes).map_err(|fault| Error::corrupted(fault.describe()))
+        check_header(bytes).map_err(|fault| Error::corrupted(fault.describe()).at_offset(0))
     }
 }
 

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use super::format::RecordKind;
 use super::scan::{scan_segment, ScanEnd};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::state::command::Command;
 use crate::state::group::{GroupLimits, GroupState};
 
@@ -47,20 +47,16 @@ fn checkpoint_path(dir: &Path, group: u32) -> PathBuf {
     dir.join(format!("group-{group:05}.snap"))
 }
 
-fn io(op: &'static str, path: &Path, e: std::io::Error) -> Error {
-    Error::new(ErrorKind::Io { op, message: format!("{}: {e}", path.display()) })
-}
-
 /// Writes one group's checkpoint atomically (the caller syncs the
 /// directory once after a batch of these).
 pub fn write_checkpoint(dir: &Path, group: u32, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let path = checkpoint_path(dir, group);
     let tmp = path.with_extension("snap.tmp");
-    let mut file = fs::File::create(&tmp).map_err(|e| io("create checkpoint", &tmp, e))?;
-    file.write_all(bytes).map_err(|e| io("write checkpoint", &tmp, e))?;
-    file.sync_all().map_err(|e| io("sync checkpoint", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| io("rename checkpoint", &path, e))
+    let mut file = fs::File::create(&tmp).map_err(|e| Error::io_at("create checkpoint", &tmp, e))?;
+    file.write_all(bytes).map_err(|e| Error::io_at("write checkpoint", &tmp, e))?;
+    file.sync_all().map_err(|e| Error::io_at("sync checkpoint", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| Error::io_at("rename checkpoint", &path, e))
 }
 
 /// What recovery found.
@@ -84,17 +80,17 @@ pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Resul
         let path = checkpoint_path(&ckpt_dir, group);
         let state = match fs::read(&path) {
             Ok(bytes) => {
-                let state = GroupState::decode_snapshot(&bytes, limits.for_replay())
-                    .map_err(|e| Error::corrupted(format!("{}: {e}", path.display())))?;
+                let state =
+                    GroupState::decode_snapshot(&bytes, limits.for_replay()).map_err(|e| e.in_file(&path))?;
                 if state.group() != group || state.group_count() != group_count {
-                    return Err(Error::corrupted(format!("{}: holds another group", path.display())));
+                    return Err(Error::corrupted("holds another group").in_file(&path));
                 }
                 state
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 GroupState::new(group, group_count, limits.for_replay())
             }
-            Err(e) => return Err(io("read checkpoint", &path, e)),
+            Err(e) => return Err(Error::io_at("read checkpoint", &path, e)),
         };
         states.push(state);
     }
@@ -134,21 +130,21 @@ fn wal_segments(data_dir: &Path) -> Result<Vec<Vec<PathBuf>>> {
     let entries = match fs::read_dir(&root) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cores),
-        Err(e) => return Err(io("list wal", &root, e)),
+        Err(e) => return Err(Error::io_at("list wal", &root, e)),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| io("list wal", &root, e))?;
+        let entry = entry.map_err(|e| Error::io_at("list wal", &root, e))?;
         let path = entry.path();
         if !path.is_dir() {
             continue;
         }
         let mut segments = Vec::new();
-        for seg in fs::read_dir(&path).map_err(|e| io("list wal", &path, e))? {
-            let seg = seg.map_err(|e| io("list wal", &path, e))?.path();
+        for seg in fs::read_dir(&path).map_err(|e| Error::io_at("list wal", &path, e))? {
+            let seg = seg.map_err(|e| Error::io_at("list wal", &path, e))?.path();
             let name = seg.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if let Some(stem) = name.strip_suffix(".wal") {
                 let seq = u64::from_str_radix(stem, 16)
-                    .map_err(|_| Error::corrupted(format!("{}: unexpected WAL file name", seg.display())))?;
+                    .map_err(|_| Error::corrupted("unexpected WAL file name").in_file(&seg))?;
                 segments.push((seq, seg));
             }
         }
@@ -162,36 +158,34 @@ fn wal_segments(data_dir: &Path) -> Result<Vec<Vec<PathBuf>>> {
 fn has_header(path: &Path) -> Result<bool> {
     use std::io::Read;
     let mut first = vec![0u8; super::format::BLOCK];
-    let mut file = fs::File::open(path).map_err(|e| io("read wal segment", path, e))?;
+    let mut file = fs::File::open(path).map_err(|e| Error::io_at("read wal segment", path, e))?;
     let mut filled = 0;
     while filled < first.len() {
         match file.read(&mut first[filled..]) {
             Ok(0) => return Ok(false),
             Ok(n) => filled += n,
-            Err(e) => return Err(io("read wal segment", path, e)),
+            Err(e) => return Err(Error::io_at("read wal segment", path, e)),
         }
     }
     Ok(super::format::SegmentHeader::decode(&first).is_ok())
 }
 
 fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Recovered) -> Result<()> {
-    let bytes = fs::read(path).map_err(|e| io("read wal segment", path, e))?;
-    let at = |what: String| Error::corrupted(format!("{}: {what}", path.display()));
-    let scan = scan_segment(&bytes).map_err(|e| at(e.to_string()))?;
+    let bytes = fs::read(path).map_err(|e| Error::io_at("read wal segment", path, e))?;
+    let at = |what: String, offset: u64| Error::corrupted(what).in_file(path).at_offset(offset);
+    let scan = scan_segment(&bytes).map_err(|e| e.in_file(path))?;
     match scan.end {
         ScanEnd::Clean => {}
         ScanEnd::TornTail { at: offset, reason } => {
             if !is_last {
-                return Err(at(format!(
-                    "bad record at offset {offset} ({reason}) in a segment that is not the last"
-                )));
+                return Err(at(format!("bad record ({reason}) in a segment that is not the last"), offset));
             }
             tracing::warn!(file = %path.display(), offset, reason, "torn WAL tail truncated");
             rec.torn_tails.push((path.to_path_buf(), offset));
         }
         ScanEnd::TornHeader => {
             if !is_last {
-                return Err(at("segment header is damaged".into()));
+                return Err(at("segment header is damaged".into(), 0));
             }
             rec.torn_tails.push((path.to_path_buf(), 0));
         }
@@ -199,7 +193,7 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
     let group_count = rec.states.len();
     for record in &scan.records {
         let g = record.group as usize;
-        let where_ = |what: &str| at(format!("record at offset {} (lsn {}): {what}", record.pos, record.lsn));
+        let where_ = |what: &str| at(format!("record (lsn {}): {what}", record.lsn), record.pos);
         let state = rec.states.get_mut(g).ok_or_else(|| where_("group beyond the group count"))?;
         let current = state.commit_index();
         if record.index <= current {
@@ -255,7 +249,7 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
 /// directory per core of the coming run.
 pub fn consolidate(data_dir: &Path, recovered: &Recovered, cores: usize) -> Result<()> {
     let ckpt_dir = checkpoint_dir(data_dir);
-    fs::create_dir_all(&ckpt_dir).map_err(|e| io("create checkpoint directory", &ckpt_dir, e))?;
+    fs::create_dir_all(&ckpt_dir).map_err(|e| Error::io_at("create checkpoint directory", &ckpt_dir, e))?;
     for (state, changed) in recovered.states.iter().zip(&recovered.changed) {
         if *changed {
             write_checkpoint(&ckpt_dir, state.group(), &state.encode_snapshot())?;
@@ -264,13 +258,13 @@ pub fn consolidate(data_dir: &Path, recovered: &Recovered, cores: usize) -> Resu
     super::device::sync_dir(&ckpt_dir)?;
     for segments in wal_segments(data_dir)? {
         for seg in segments {
-            fs::remove_file(&seg).map_err(|e| io("remove wal segment", &seg, e))?;
+            fs::remove_file(&seg).map_err(|e| Error::io_at("remove wal segment", &seg, e))?;
         }
     }
     let root = data_dir.join("wal");
     for core in 0..cores {
         let dir = wal_dir(data_dir, core);
-        fs::create_dir_all(&dir).map_err(|e| io("create wal directory", &dir, e))?;
+        fs::create_dir_all(&dir).map_err(|e| Error::io_at("create wal directory", &dir, e))?;
         super::device::sync_dir(&dir)?;
     }
     super::device::sync_dir(&root)?;

@@ -51,7 +51,7 @@ pub enum ScanEnd {
 /// Scans a whole segment (see the module doc and FORMAT.md for the rules).
 ///
 /// Errors are `Corrupted`, with the byte offset of the problem in the
-/// message as `offset <n>`: a header that was written whole but is not one
+/// error's `offset` (0 for the header; the caller names the file): a header that was written whole but is not one
 /// this code writes; a damaged header or record followed by a valid record;
 /// a valid record whose lsn breaks the sequence; a record whose checksum
 /// matches but whose kind is unknown.
@@ -62,10 +62,10 @@ pub fn scan_segment(bytes: &[u8]) -> Result<SegmentScan<'_>> {
             None => return Ok(SegmentScan { header: None, records: Vec::new(), end: ScanEnd::TornHeader }),
             Some(later) => {
                 let what = fault.describe();
-                return Err(Error::corrupted(format!("{what} before a valid record at offset {later}")));
+                return Err(Error::corrupted(format!("{what} before a valid record at offset {later}")).at_offset(0));
             }
         },
-        Err(fault) => return Err(Error::corrupted(fault.describe())),
+        Err(fault) => return Err(Error::corrupted(fault.describe()).at_offset(0)),
     };
     let mut records: Vec<RecordRef<'_>> = Vec::new();
     let mut pos = HEADER_LEN;
@@ -79,9 +79,8 @@ pub fn scan_segment(bytes: &[u8]) -> Result<SegmentScan<'_>> {
             RecordAt::Padding(next) => pos = next,
             RecordAt::Invalid(InvalidRecord::UnknownKind) => {
                 let kind = bytes[pos + RECORD_HEADER_LEN - 1];
-                return Err(Error::corrupted(format!(
-                    "record at offset {pos} has a matching checksum but unknown kind {kind}"
-                )));
+                return Err(Error::corrupted(format!("record has a matching checksum but unknown kind {kind}"))
+                    .at_offset(pos as u64));
             }
             RecordAt::Invalid(fault) => {
                 let reason = fault.reason();
@@ -94,9 +93,9 @@ pub fn scan_segment(bytes: &[u8]) -> Result<SegmentScan<'_>> {
                 };
                 if let Some(later) = min_lsn.and_then(|min| find_valid_record(bytes, pos + 1, min)) {
                     return Err(Error::corrupted(format!(
-                        "bad record at offset {pos} ({reason}) before valid later records \
-                         (one at offset {later})"
-                    )));
+                        "bad record ({reason}) before valid later records (one at offset {later})"
+                    ))
+                    .at_offset(pos as u64));
                 }
                 return Ok(SegmentScan {
                     header: Some(header),
@@ -122,10 +121,7 @@ fn check_lsn(header: &SegmentHeader, previous: Option<&RecordRef<'_>>, record: &
     if ok {
         return Ok(());
     }
-    Err(Error::corrupted(format!(
-        "record at offset {} has lsn {} where {expected} was expected",
-        record.pos, record.lsn
-    )))
+    Err(Error::corrupted(format!("record has lsn {} where {expected} was expected", record.lsn)).at_offset(record.pos))
 }
 
 /// The first position at or after `from`, at any byte alignment, where a

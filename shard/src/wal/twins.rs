@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::device::{io_err, SegmentFile, WalDir};
-use crate::error::Result;
+use super::device::{SegmentFile, WalDir};
+use crate::error::{Error, Result};
 use crate::wal::log::LocalFuture;
 
 /// Segment files held in memory: `files` maps a name to its bytes as
@@ -95,6 +95,11 @@ impl FaultyDir {
     }
 }
 
+/// The error of an injected fault.
+fn injected(op: &'static str) -> Error {
+    Error::io(op, std::io::Error::other("injected fault"))
+}
+
 fn tick(ops: &Cell<u64>, after: u64) -> bool {
     let n = ops.get();
     ops.set(n + 1);
@@ -122,13 +127,13 @@ impl SegmentFile for FaultySegment {
                 torn[..keep].copy_from_slice(&bytes[..keep]);
                 self.inner.write_at(torn, offset).await?;
             }
-            Err(io_err("wal write", "injected fault"))
+            Err(injected("wal write"))
         })
     }
 
     fn sync(&self) -> LocalFuture<'_, Result<()>> {
         if tick(&self.ops, self.after) {
-            return Box::pin(std::future::ready(Err(io_err("wal fdatasync", "injected fault"))));
+            return Box::pin(std::future::ready(Err(injected("wal fdatasync"))));
         }
         self.inner.sync()
     }
@@ -137,7 +142,7 @@ impl SegmentFile for FaultySegment {
 impl WalDir for FaultyDir {
     fn create(&self, name: &str) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
         if tick(&self.ops, self.after) {
-            return Box::pin(std::future::ready(Err(io_err("create wal segment", "injected fault"))));
+            return Box::pin(std::future::ready(Err(injected("create wal segment"))));
         }
         let name = name.to_string();
         Box::pin(async move {

@@ -114,6 +114,8 @@ fn publishing_refuses_to_replace_and_rejects_bad_names() {
 
     let missing = PackReader::open(&dir.path().join("nope.pack")).unwrap_err();
     assert!(matches!(missing.kind(), ColdErrorKind::Io { io_kind: std::io::ErrorKind::NotFound, .. }));
+    let source = std::error::Error::source(&missing).and_then(|s| s.downcast_ref::<std::io::Error>());
+    assert_eq!(source.map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound), "the OS error is kept");
 }
 
 #[test]

@@ -127,21 +127,19 @@ fn assert_records(records: &[RecordRef<'_>], built: &Built, count: usize) {
     }
 }
 
-/// The first number after "offset " in a message.
-fn first_offset(message: &str) -> Option<usize> {
-    let rest = &message[message.find("offset ")? + "offset ".len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
-/// The scan fails with `Corrupted` naming `offset` first.
+/// The scan fails with `Corrupted` at `offset` (the error's field; the
+/// scan knows no file).
 fn assert_corrupted_at(bytes: &[u8], offset: usize, context: &str) {
     match scan_segment(bytes) {
         Ok(scan) => panic!("{context}: expected Corrupted at offset {offset}, got {:?}", scan.end),
-        Err(err) => {
-            assert_eq!(err.code(), ErrorCode::Corrupted, "{context}: {err}");
-            assert_eq!(first_offset(&err.to_string()), Some(offset), "{context}: {err}");
-        }
+        Err(err) => match err.kind() {
+            crate::ErrorKind::Corrupted { offset: at, file, .. } => {
+                assert_eq!(*at, Some(offset as u64), "{context}: {err}");
+                assert_eq!(*file, None, "{context}: {err}");
+                assert!(err.to_string().contains(&format!("at offset {offset}:")), "{context}: {err}");
+            }
+            _ => panic!("{context}: expected Corrupted, got {err}"),
+        },
     }
 }
 
