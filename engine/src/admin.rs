@@ -12,7 +12,7 @@ use rill_shard::api::GroupSnapshot;
 use rill_shard::node::calls;
 use rill_shard::node::ColdJob;
 use rill_shard::node::Mail;
-use rill_shard::{Error, ErrorKind, Placement, Result};
+use rill_shard::{Error, ErrorKind, Misplacement, Placement, Result};
 
 use crate::engine::Engine;
 
@@ -30,9 +30,8 @@ impl Engine {
     fn group_placement(&self, group: u32) -> Result<Placement> {
         if group >= self.inner.config.groups {
             return Err(Error::new(ErrorKind::PlacementMismatch {
-                expected_group: self.inner.config.groups.saturating_sub(1),
-                received_group: group,
-                reason: "group id beyond this engine's group count",
+                group,
+                mismatch: Misplacement::NoSuchGroup { group_count: self.inner.config.groups },
             }));
         }
         Ok(Placement { core: self.core_of_group(group), group })

@@ -54,7 +54,9 @@ pub use rill_shard::api::{
 pub use rill_shard::{placement_hash, MAX_NAME_LEN};
 pub use rill_shard::{record_digest, Integrity, SetSum};
 pub use rill_shard::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
-pub use rill_shard::{Error, ErrorClass, ErrorCode, ErrorKind, Placement, Result, StreamId};
+pub use rill_shard::{
+    Error, ErrorClass, ErrorCode, ErrorKind, IoSource, Misplacement, Placement, Result, StreamId,
+};
 pub use rill_shard::{Limits, MailboxFull};
 
 /// Seams for tests and tools: the log store trait and its in-memory store.

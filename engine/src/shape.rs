@@ -77,8 +77,8 @@ pub(crate) fn check_or_record(dir: &Path, groups: u32, cores: usize) -> Result<(
     let path = dir.join(SHAPE_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => {
-            let (version, recorded_groups, recorded_cores) =
-                parse(&text).ok_or_else(|| Error::corrupted("the shape file does not parse").in_file(&path))?;
+            let (version, recorded_groups, recorded_cores) = parse(&text)
+                .ok_or_else(|| Error::corrupted("the shape file does not parse").in_file(&path))?;
             if version != SHAPE_VERSION {
                 return Err(Error::new(ErrorKind::ShapeMismatch {
                     field: "format version",
@@ -133,7 +133,9 @@ fn write(dir: &Path, groups: u32, cores: usize) -> Result<()> {
     file.write_all(text.as_bytes()).map_err(|e| Error::io_at("write shape file", &tmp, e))?;
     file.sync_all().map_err(|e| Error::io_at("sync shape file", &tmp, e))?;
     fs::rename(&tmp, dir.join(SHAPE_FILE)).map_err(|e| Error::io_at("rename shape file", &tmp, e))?;
-    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io_at("sync data directory", dir, e))?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io_at("sync data directory", dir, e))?;
     Ok(())
 }
 

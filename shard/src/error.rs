@@ -314,14 +314,26 @@ impl ErrorKind {
 #[non_exhaustive]
 pub enum Misplacement {
     /// The group id is not below the engine's group count.
-    NoSuchGroup { group_count: u32 },
-    /// The request reached core `reached`, but the group lives on core
-    /// `home`.
-    WrongCore { reached: usize, home: usize },
+    NoSuchGroup {
+        /// The engine's group count.
+        group_count: u32,
+    },
+    /// The request reached core `reached`, which does not home the group.
+    NotHomed {
+        /// The core the request reached.
+        reached: usize,
+    },
     /// The snapshot holds group `snapshot_group` of an engine of
     /// `snapshot_group_count` groups; the target group is in an engine of
     /// `group_count` groups.
-    ForeignSnapshot { snapshot_group: u32, snapshot_group_count: u32, group_count: u32 },
+    ForeignSnapshot {
+        /// The group the snapshot holds.
+        snapshot_group: u32,
+        /// The group count of the engine it was taken from.
+        snapshot_group_count: u32,
+        /// The target engine's group count.
+        group_count: u32,
+    },
 }
 
 /// The engine's error: a kind with context, plus where the request went.
@@ -521,8 +533,8 @@ impl fmt::Display for Error {
                 Misplacement::NoSuchGroup { group_count } => {
                     write!(f, "there is no group {group}: the engine has {group_count} groups")
                 }
-                Misplacement::WrongCore { reached, home } => {
-                    write!(f, "a request for group {group} reached core {reached}, but the group lives on core {home}")
+                Misplacement::NotHomed { reached } => {
+                    write!(f, "a request for group {group} reached core {reached}, which does not home it")
                 }
                 Misplacement::ForeignSnapshot { snapshot_group, snapshot_group_count, group_count } => write!(
                     f,

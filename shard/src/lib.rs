@@ -78,7 +78,7 @@ pub mod planted;
 #[cfg(not(feature = "planted"))]
 mod planted;
 
-pub use crate::error::{Error, ErrorClass, ErrorCode, ErrorKind, Result};
+pub use crate::error::{Error, ErrorClass, ErrorCode, ErrorKind, IoSource, Misplacement, Result};
 pub use crate::limits::{Limits, MailboxFull, DEFAULT_MAX_BATCH_ITEMS, DEFAULT_MAX_PAYLOAD_BYTES};
 pub use crate::metrics::{
     empty_histogram, CoreMetrics, CoreMetricsSnapshot, GroupMetrics, GroupMetricsSnapshot, LatencySummary,

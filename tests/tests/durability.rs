@@ -300,8 +300,9 @@ fn copy_dir(from: &Path, to: &Path) {
 
 // SPEC §6 + DESIGN "narrow I/O seams": when the WAL device fails (an fsync
 // error, or a torn write followed by an error), the core stops acknowledging
-// with a persistent I/O error; nothing unacknowledged is reported durable,
-// and a reopen on a healthy device recovers every acknowledged append.
+// with a persistent I/O error that keeps its OS cause, every later request
+// gets `Poisoned` naming it; nothing unacknowledged is reported durable, and
+// a reopen on a healthy device recovers every acknowledged append.
 #[test]
 fn a_failing_wal_device_stops_acknowledging_and_loses_nothing_acknowledged() {
     use rill_shard::wal::device::{Fault, FaultyDir, StdDir, WalDir};
@@ -338,8 +339,23 @@ fn a_failing_wal_device_stops_acknowledging_and_loses_nothing_acknowledged() {
             let err = failure.expect("the device fails within 200 appends");
             assert_eq!(err.code(), ErrorCode::Io, "{fault:?}: {err}");
             assert_eq!(err.class(), rill::ErrorClass::Persistent);
+            // The error keeps the operating-system error it came from.
+            let os = std::error::Error::source(&err).expect("an Io error has a source");
+            assert!(os.downcast_ref::<std::io::Error>().is_some(), "{fault:?}: source is {os:?}");
+            assert!(err.io_kind().is_some(), "{fault:?}");
+            // Every later request is told the core stopped, and why.
             let later = e.append(Append::new(id.clone(), &b"after"[..])).await.unwrap_err();
-            assert_eq!(later.code(), ErrorCode::Io, "a failed core refuses further writes");
+            assert_eq!(later.code(), ErrorCode::Poisoned, "a failed core refuses further writes: {later}");
+            assert_eq!(later.class(), rill::ErrorClass::Persistent);
+            match later.kind() {
+                rill::ErrorKind::Poisoned { core, cause } => {
+                    assert_eq!(*core, 0);
+                    assert_eq!(cause.code(), ErrorCode::Io, "the cause is the log's failure");
+                }
+                other => panic!("expected Poisoned, got {other:?}"),
+            }
+            let read = e.read(Read::new(id.clone())).await.unwrap_err();
+            assert_eq!(read.code(), ErrorCode::Poisoned, "reads on a failed core are refused too");
             drop(e);
             acked
         });

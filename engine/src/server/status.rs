@@ -109,9 +109,14 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::UncommittedBackpressure
         | ErrorCode::DirectoryInUse
         | ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorCode::PlacementMismatch | ErrorCode::ShapeMismatch | ErrorCode::Corrupted | ErrorCode::Io => {
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
+        // A stopped core: nothing this client can retry its way out of
+        // until an operator reopens the engine.
+        ErrorCode::Poisoned => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::PlacementMismatch
+        | ErrorCode::ShapeMismatch
+        | ErrorCode::Corrupted
+        | ErrorCode::Io
+        | ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -176,7 +181,9 @@ mod tests {
             (ErrorKind::ColdBackpressure { before: 1, after: 2, limit: 1 }, 503),
             (ErrorKind::LiveReadBackpressure { core: 0, limit: 1 }, 503),
             (ErrorKind::UncommittedBackpressure { group: 0, before: 1, after: 2, limit: 1 }, 503),
-            (ErrorKind::Corrupted { what: "x".into() }, 500),
+            (ErrorKind::Corrupted { what: "x".into(), file: None, offset: None }, 500),
+            (ErrorKind::Internal { what: "x".into() }, 500),
+            (ErrorKind::Poisoned { core: 0, cause: Box::new(Error::corrupted("x")) }, 503),
             (ErrorKind::ShuttingDown, 503),
         ];
         for (kind, status) in cases {

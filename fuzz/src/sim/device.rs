@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use rill_shard::error::{Error, ErrorKind, Result};
+use rill_shard::error::{Error, Result};
 use rill_shard::wal::device::{SegmentFile, WalDir};
 use rill_shard::wal::log::LocalFuture;
 

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use rill_shard::error::{Error, ErrorKind, Result};
+use rill_shard::error::{Error, Result};
 use rill_shard::packs::PackDir;
 
 use crate::rng::Rng;

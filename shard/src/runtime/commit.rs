@@ -58,22 +58,28 @@ pub struct Commit {
     log: Box<dyn LogStore>,
     queue: RefCell<VecDeque<Pending>>,
     signal: LocalSignal,
+    core: usize,
     failed: RefCell<Option<crate::error::Error>>,
 }
 
 impl Commit {
-    pub fn new(log: Box<dyn LogStore>) -> Self {
+    pub fn new(core: usize, log: Box<dyn LogStore>) -> Self {
         Commit {
             log,
             queue: RefCell::new(VecDeque::new()),
             signal: LocalSignal::default(),
+            core,
             failed: RefCell::new(None),
         }
     }
 
-    /// Submits an entry to the log. After an error the core is failed.
+    /// Submits an entry to the log. After an error the core is failed:
+    /// this and every later submission get [`ErrorKind::Poisoned`] naming
+    /// the failure.
+    ///
+    /// [`ErrorKind::Poisoned`]: crate::error::ErrorKind::Poisoned
     pub async fn submit(&self, entry: LogEntry<'_>) -> Result<Lsn> {
-        if let Some(err) = self.failed.borrow().clone() {
+        if let Some(err) = self.poisoned() {
             return Err(err);
         }
         match self.log.submit(entry).await {
@@ -94,6 +100,12 @@ impl Commit {
     /// The error that failed this core, if any.
     pub fn failure(&self) -> Option<crate::error::Error> {
         self.failed.borrow().clone()
+    }
+
+    /// The error a request gets once this core has failed: `Poisoned`,
+    /// with the failure as its cause.
+    pub fn poisoned(&self) -> Option<crate::error::Error> {
+        self.failed.borrow().clone().map(|cause| crate::error::Error::poisoned(self.core, cause))
     }
 
     /// Releases `item` once `item.lsn` is durable.

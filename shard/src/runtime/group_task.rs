@@ -24,7 +24,7 @@ use super::commit::{LatencyKind, Pending, PendingReply};
 use super::envelope::{Envelope, Reply, ReplyTx, Request};
 use super::waiters::{Waiter, WaiterId};
 use super::{Core, Queue};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Misplacement, Result};
 use crate::metrics::GroupMetrics;
 use crate::protocol::mutation::{admit_and_apply, Mutation};
 use crate::state::api::{GroupSnapshot, Read, ReadReply};
@@ -107,7 +107,7 @@ impl Group {
         } else {
             LatencyKind::Other
         };
-        if let Some(err) = core.commit.failure() {
+        if let Some(err) = core.commit.poisoned() {
             let _ = reply.send(Err(err));
             return;
         }
@@ -386,9 +386,12 @@ impl Group {
         let decoded = GroupState::decode_snapshot(&snapshot.bytes, core.limits.group.clone()).and_then(|s| {
             if s.group() != self.id || s.group_count() != group_count {
                 Err(Error::new(ErrorKind::PlacementMismatch {
-                    expected_group: self.id,
-                    received_group: s.group(),
-                    reason: "snapshot was taken from a different group or engine shape",
+                    group: self.id,
+                    mismatch: Misplacement::ForeignSnapshot {
+                        snapshot_group: s.group(),
+                        snapshot_group_count: s.group_count(),
+                        group_count,
+                    },
                 }))
             } else if s.commit_index() <= current {
                 // The log orders a group's entries by commit index; a state

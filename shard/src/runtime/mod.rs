@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use futures::channel::oneshot;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, Misplacement};
 use crate::limits::Limits;
 use crate::local::{blocking, yield_now, LocalSignal};
 use crate::metrics::{CoreMetrics, GroupMetrics};
@@ -163,7 +163,7 @@ pub async fn run_core(spec: CoreSpec) {
         clock,
         groups: by_id,
         waiters: RefCell::new(Waiters::default()),
-        commit: Commit::new(log),
+        commit: Commit::new(core, log),
         stopping: Cell::new(false),
         checkpoint: checkpoint_spec,
         checkpoint_dir,
@@ -243,9 +243,8 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
 fn route(core: &Rc<Core>, env: Envelope) {
     let Some(group) = core.groups.get(&env.group) else {
         let err = Error::new(ErrorKind::PlacementMismatch {
-            expected_group: env.group,
-            received_group: env.group,
-            reason: "group is not homed on this core",
+            group: env.group,
+            mismatch: Misplacement::NotHomed { reached: core.id },
         });
         let _ = env.reply.send(Err(err));
         return;
