@@ -38,35 +38,65 @@ pub enum ErrorClass {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorCode {
+    /// No stream of that name exists in the bucket.
     StreamNotFound,
+    /// No bucket of that name exists.
     BucketNotFound,
+    /// The stream exists with different settings.
     StreamConflict,
+    /// An append's content type differs from the stream's.
     ContentTypeMismatch,
+    /// The stream is closed: no appends are accepted.
     StreamClosed,
+    /// A `Stream-Seq` not above the stream's last one.
     StreamSeqConflict,
+    /// A producer's seq that is neither its next nor a remembered retry.
     ProducerSeqConflict,
+    /// A producer epoch below the stream's current one.
     ProducerFenced,
+    /// A retried producer seq older than the remembered window.
     ProducerDuplicateTooOld,
+    /// An append without bytes.
     EmptyAppend,
+    /// A bucket or stream name that breaks the naming rules.
     InvalidName,
+    /// A request that is malformed in some other way.
     BadRequest,
+    /// A payload above the configured limit.
     PayloadTooLarge,
+    /// A read offset beyond the stream's tail.
     OffsetOutOfRange,
+    /// A read offset below what retention keeps.
     OffsetGone,
+    /// A snapshot already exists at that offset.
     SnapshotConflict,
+    /// No snapshot at that offset.
     SnapshotNotFound,
+    /// The group holds as many streams as it may.
     TooManyStreams,
+    /// Too many live readers wait on the core.
     LiveReadBackpressure,
+    /// The group holds too many bytes not yet flushed cold.
     ColdBackpressure,
+    /// The core's mailbox is full.
     Overloaded,
+    /// The group holds too many bytes not yet durable.
     UncommittedBackpressure,
+    /// A request or snapshot that does not fit where it was sent.
     PlacementMismatch,
+    /// The data directory was written with another engine shape.
     ShapeMismatch,
+    /// The data directory is open in another engine.
     DirectoryInUse,
+    /// Bytes on disk are not what the engine wrote.
     Corrupted,
+    /// An operating-system call failed.
     Io,
+    /// The core stopped after its log failed.
     Poisoned,
+    /// The engine is shut down.
     ShuttingDown,
+    /// A broken invariant of the engine (a bug).
     Internal,
 }
 
@@ -130,106 +160,170 @@ impl ErrorCode {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
+    /// No stream `stream` exists in bucket `bucket`.
     StreamNotFound {
+        /// The bucket named.
         bucket: String,
+        /// The stream named.
         stream: String,
     },
+    /// No bucket `bucket` exists.
     BucketNotFound {
+        /// The bucket named.
         bucket: String,
     },
     /// The stream exists with different settings; `field` names the first
     /// setting that differs.
     StreamConflict {
+        /// The first setting that differs.
         field: &'static str,
     },
+    /// An append's content type differs from the stream's.
     ContentTypeMismatch {
+        /// The stream's content type.
         expected: String,
+        /// The append's content type.
         received: String,
     },
+    /// The stream is closed; `next_offset` is its final tail.
     StreamClosed {
+        /// The closed stream's tail.
         next_offset: u64,
     },
+    /// A `Stream-Seq` that does not sort above the stream's last one.
     StreamSeqConflict {
+        /// The last seq the stream accepted.
         last: String,
+        /// The request's seq.
         received: String,
     },
+    /// A producer seq that is neither the producer's next one nor a retry it remembers.
     ProducerSeqConflict {
+        /// The seq the stream expects next.
         expected: u64,
+        /// The request's seq.
         received: u64,
     },
+    /// A producer epoch below the current one: a newer producer took over.
     ProducerFenced {
+        /// The stream's current epoch for the producer.
         current_epoch: u64,
+        /// The request's epoch.
         received_epoch: u64,
     },
     /// A retried producer seq older than the remembered window: it was
     /// accepted once, but its offsets are no longer known.
     ProducerDuplicateTooOld {
+        /// The request's seq.
         seq: u64,
+        /// The oldest seq still remembered.
         oldest_remembered: u64,
     },
+    /// An append without bytes.
     EmptyAppend,
+    /// A bucket or stream name that breaks the naming rules (SPEC §1).
     InvalidName {
+        /// Which name (`bucket` or `stream`).
         field: &'static str,
+        /// The rule it breaks.
         reason: &'static str,
     },
+    /// A request malformed in a way no other kind names.
     BadRequest {
+        /// What is wrong.
         reason: String,
     },
+    /// A payload above the configured limit.
     PayloadTooLarge {
+        /// The payload's length in bytes.
         len: u64,
+        /// The limit in bytes.
         limit: u64,
     },
+    /// A read offset beyond the stream's tail.
     OffsetOutOfRange {
+        /// The offset asked for.
         offset: u64,
+        /// The stream's tail.
         tail: u64,
     },
+    /// A read offset below what retention keeps.
     OffsetGone {
+        /// The offset asked for.
         offset: u64,
+        /// The lowest offset still kept.
         retained: u64,
     },
+    /// A snapshot already exists at `offset`.
     SnapshotConflict {
+        /// The snapshot's offset.
         offset: u64,
     },
+    /// No snapshot exists at `offset`.
     SnapshotNotFound {
+        /// The offset asked for.
         offset: u64,
     },
+    /// The group holds as many streams as it may.
     TooManyStreams {
+        /// The per-group stream limit.
         limit: u64,
     },
+    /// Too many live readers already wait on core `core`.
     LiveReadBackpressure {
+        /// The core.
         core: usize,
+        /// The per-core live-reader limit.
         limit: usize,
     },
     /// The group holds too many bytes not yet flushed to cold segments.
     ColdBackpressure {
+        /// Unflushed bytes now.
         before: u64,
+        /// Unflushed bytes the request would leave.
         after: u64,
+        /// The per-group limit.
         limit: u64,
     },
+    /// Core `core`'s mailbox is full.
     Overloaded {
+        /// The core.
         core: usize,
+        /// The mailbox's capacity.
         capacity: usize,
     },
+    /// Group `group` would hold too many bytes not yet durable.
     UncommittedBackpressure {
+        /// The group.
         group: u32,
+        /// Uncommitted bytes now.
         before: u64,
+        /// Uncommitted bytes the request would leave.
         after: u64,
+        /// The per-group limit.
         limit: u64,
     },
     /// A request or a group snapshot for `group` does not fit where it was
     /// sent; `mismatch` says how.
     PlacementMismatch {
+        /// The group the request or snapshot was for.
         group: u32,
+        /// How it does not fit.
         mismatch: Misplacement,
     },
+    /// The data directory was written with another engine shape.
     ShapeMismatch {
+        /// Which setting differs (`cores`, `groups`).
         field: &'static str,
+        /// The value on record.
         recorded: u64,
+        /// The value asked for.
         requested: u64,
     },
     /// Another engine (in this or another process) has the data directory
     /// open.
     DirectoryInUse {
+        /// The data directory.
         path: String,
     },
     /// Bytes the engine wrote earlier are not what it wrote: a checksum
@@ -238,8 +332,11 @@ pub enum ErrorKind {
     /// the file and the byte offset in it when the code that noticed knows
     /// them (a WAL segment and a record's offset, a pack, a checkpoint).
     Corrupted {
+        /// Which check failed.
         what: String,
+        /// The file, when known.
         file: Option<PathBuf>,
+        /// The byte offset in the file, when known.
         offset: Option<u64>,
     },
     /// An operating-system call failed. `op` names the operation ("wal
@@ -249,9 +346,13 @@ pub enum ErrorKind {
     /// [`std::error::Error::source`]). Two `Io` errors are equal when `op`,
     /// `io_kind` and `path` are: the source compares by its kind only.
     Io {
+        /// The operation that failed.
         op: &'static str,
+        /// The operating-system error's kind.
         io_kind: io::ErrorKind,
+        /// The file or directory, when known.
         path: Option<PathBuf>,
+        /// The operating-system error.
         source: IoSource,
     },
     /// Core `core` stopped accepting requests because its log failed
@@ -260,18 +361,23 @@ pub enum ErrorKind {
     /// this error; only reopening the engine (after an operator fixed the
     /// device) clears it.
     Poisoned {
+        /// The stopped core.
         core: usize,
+        /// The failure that stopped it.
         cause: Box<Error>,
     },
+    /// The engine is shut down (or shutting down).
     ShuttingDown,
     /// A broken invariant of the engine itself (a bug: please report it);
     /// `what` names where it was noticed.
     Internal {
+        /// Where it was noticed.
         what: &'static str,
     },
 }
 
 impl ErrorKind {
+    /// The error's stable code.
     pub fn code(&self) -> ErrorCode {
         match self {
             ErrorKind::StreamNotFound { .. } => ErrorCode::StreamNotFound,
@@ -347,6 +453,7 @@ pub struct Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An error of `kind`, routed nowhere yet.
     pub fn new(kind: ErrorKind) -> Self {
         Error { kind: Box::new(kind), placement: None }
     }
@@ -357,18 +464,22 @@ impl Error {
         self
     }
 
+    /// What went wrong, with its context.
     pub fn kind(&self) -> &ErrorKind {
         &self.kind
     }
 
+    /// The error's stable code.
     pub fn code(&self) -> ErrorCode {
         self.kind.code()
     }
 
+    /// How a caller should react.
     pub fn class(&self) -> ErrorClass {
         self.code().class()
     }
 
+    /// Where the request was routed, when it got that far.
     pub fn placement(&self) -> Option<Placement> {
         self.placement
     }
@@ -378,6 +489,7 @@ impl Error {
         self.class() == ErrorClass::Temporary
     }
 
+    /// A `BadRequest` error saying `reason`.
     pub fn bad_request(reason: impl Into<String>) -> Self {
         Error::new(ErrorKind::BadRequest { reason: reason.into() })
     }
@@ -443,13 +555,13 @@ impl Error {
 /// they are `Corrupted` too.
 impl From<rill_cold::ColdError> for Error {
     fn from(err: rill_cold::ColdError) -> Self {
-        let error = match err.kind() {
-            rill_cold::ColdErrorKind::Corrupted { what } => Error::corrupted(what.clone()),
+        let error = match err.kind().clone() {
+            rill_cold::ColdErrorKind::Corrupted { what } => Error::corrupted(what),
             rill_cold::ColdErrorKind::Io { op, io_kind, source } => Error::new(ErrorKind::Io {
-                op: *op,
-                io_kind: *io_kind,
+                op,
+                io_kind,
                 path: None,
-                source: source.clone(),
+                source,
             }),
             _ => Error::corrupted(format!("cold tier: {}", err.kind())),
         };

@@ -182,7 +182,7 @@ mod tests {
             (ErrorKind::LiveReadBackpressure { core: 0, limit: 1 }, 503),
             (ErrorKind::UncommittedBackpressure { group: 0, before: 1, after: 2, limit: 1 }, 503),
             (ErrorKind::Corrupted { what: "x".into(), file: None, offset: None }, 500),
-            (ErrorKind::Internal { what: "x".into() }, 500),
+            (ErrorKind::Internal { what: "x" }, 500),
             (ErrorKind::Poisoned { core: 0, cause: Box::new(Error::corrupted("x")) }, 503),
             (ErrorKind::ShuttingDown, 503),
         ];
