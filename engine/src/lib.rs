@@ -33,7 +33,6 @@ mod metrics;
 mod runtime;
 mod shape;
 
-/// The HTTP server (feature `server`).
 #[cfg(feature = "server")]
 pub mod server;
 
