@@ -27,16 +27,9 @@ use super::observe;
 use super::protocol::{format_offset, format_rfc3339_ms, next_cursor, now_ms, OffsetSpec};
 use super::respond::{failure, Body, Reply};
 use super::sse;
-use super::state::Shared;
+use super::state::Ctx;
 use super::status::Failure;
-use crate::{Close, Engine, HeadReply, Read, StreamId};
-
-/// What a core's request handlers share.
-#[derive(Debug)]
-pub(crate) struct Ctx {
-    pub engine: Engine,
-    pub shared: std::sync::Arc<Shared>,
-}
+use crate::{Close, HeadReply, Read, StreamId};
 
 /// Serves one request.
 pub(crate) async fn handle(ctx: Rc<Ctx>, req: Request<Incoming>) -> Response<Body> {
@@ -182,17 +175,6 @@ fn resolve(spec: OffsetSpec, head: &HeadReply) -> u64 {
     }
 }
 
-/// The body of a read: JSON streams answer with an array.
-pub(crate) fn read_body(payload: Bytes, json_mode: bool) -> Bytes {
-    if !json_mode {
-        return payload;
-    }
-    if payload.is_empty() {
-        return json::frame_array(&[]);
-    }
-    json::frame_array(&[payload])
-}
-
 async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
     let head = ctx.engine.head(&cmd.id).await?;
     let offset = resolve(cmd.offset, &head);
@@ -221,7 +203,7 @@ async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
             if cmd.if_none_match.as_deref().is_some_and(|inm| etag_matches(inm, &etag)) {
                 return Ok(reply(StatusCode::NOT_MODIFIED).build());
             }
-            let body = read_body(r.payload, json::is_json(&head.content_type));
+            let body = json::read_body(r.payload, json::is_json(&head.content_type));
             Ok(reply(StatusCode::OK).bytes(body).build())
         }
     }
@@ -265,7 +247,7 @@ async fn long_poll(
         .header_if(!r.closed, h::STREAM_CURSOR, next_cursor(now_ms(), cmd.cursor).to_string())
         .header(CACHE_CONTROL.as_str(), "no-cache");
     if !r.payload.is_empty() {
-        out = out.bytes(read_body(r.payload, json::is_json(&head.content_type)));
+        out = out.bytes(json::read_body(r.payload, json::is_json(&head.content_type)));
     }
     Ok(out.build())
 }
@@ -293,12 +275,5 @@ mod tests {
         assert_ne!(owned.as_ptr(), small.as_ptr());
         let large = buffer.slice(0..OWN_BELOW_BYTES);
         assert_eq!(own_small(large.clone()).as_ptr(), large.as_ptr());
-    }
-
-    #[test]
-    fn json_reads_are_arrays() {
-        assert_eq!(&read_body(Bytes::new(), true)[..], b"[]");
-        assert_eq!(&read_body(Bytes::from_static(b"{}"), true)[..], b"[{}]");
-        assert_eq!(&read_body(Bytes::from_static(b"ab"), false)[..], b"ab");
     }
 }

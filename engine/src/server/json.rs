@@ -63,6 +63,17 @@ pub(crate) fn frame_array(records: &[Bytes]) -> Bytes {
     out.freeze()
 }
 
+/// The body of a read: JSON streams answer with an array.
+pub(crate) fn read_body(payload: Bytes, json_mode: bool) -> Bytes {
+    if !json_mode {
+        return payload;
+    }
+    if payload.is_empty() {
+        return frame_array(&[]);
+    }
+    frame_array(&[payload])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +112,12 @@ mod tests {
     fn frames_arrays() {
         assert_eq!(&frame_array(&[])[..], b"[]");
         assert_eq!(&frame_array(&[Bytes::from_static(b"1"), Bytes::from_static(b"{}")])[..], b"[1,{}]");
+    }
+
+    #[test]
+    fn json_reads_are_arrays() {
+        assert_eq!(&read_body(Bytes::new(), true)[..], b"[]");
+        assert_eq!(&read_body(Bytes::from_static(b"{}"), true)[..], b"[{}]");
+        assert_eq!(&read_body(Bytes::from_static(b"ab"), false)[..], b"ab");
     }
 }

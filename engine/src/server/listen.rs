@@ -37,8 +37,9 @@ use glommio::net::{TcpListener, TcpStream};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 
-use super::handler::{handle, Ctx};
+use super::handler::handle;
 use super::io::Io;
+use super::state::Ctx;
 use super::state::{ServeOptions, Shared};
 use super::timer::CoreTimer;
 use crate::Engine;

@@ -10,7 +10,7 @@
 //! `respond` (response building), `handler` (running commands on the
 //! engine, long-poll), `sse` (server-sent events), `observe`
 //! (`/health`, `/metrics`), `io` and `timer` (glommio under hyper),
-//! `state` (options, shutdown latch, counters) and `listen` (accept
+//! `state` (options, shutdown latch, counters, the handlers' `Ctx`) and `listen` (accept
 //! loops per core, graceful shutdown). [`run`] is `rill serve`.
 //!
 //! Invariants: no request gets a 2xx for a write before the engine

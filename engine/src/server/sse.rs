@@ -26,11 +26,11 @@ use http::header::CACHE_CONTROL;
 use http::{Response, StatusCode};
 
 use super::command::ReadCmd;
-use super::handler::{read_body, Ctx};
 use super::headers as h;
 use super::json;
 use super::protocol::{format_offset, next_cursor, now_ms};
 use super::respond::{Body, Reply};
+use super::state::Ctx;
 use crate::{HeadReply, Read, ReadReply, StreamId};
 
 /// How data events carry bytes.
@@ -153,7 +153,7 @@ async fn step(mut s: State) -> Option<(Bytes, State)> {
     let mut out = BytesMut::new();
     let had_data = !r.payload.is_empty();
     if had_data {
-        let payload = read_body(r.payload.clone(), s.json);
+        let payload = json::read_body(r.payload.clone(), s.json);
         data_event(&mut out, &payload, s.encoding);
     }
     let cursor = next_cursor(now_ms(), s.cursor);

@@ -17,6 +17,16 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::Engine;
+
+/// What a core's request handlers share: the engine and the server's
+/// shared state.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub engine: Engine,
+    pub shared: std::sync::Arc<Shared>,
+}
+
 /// How the server behaves (set from the command line).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServeOptions {
