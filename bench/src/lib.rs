@@ -25,6 +25,7 @@ pub mod rill_side;
 pub mod sample;
 pub mod suite;
 pub mod util;
+pub mod window;
 pub mod workloads;
 
 use std::time::{SystemTime, UNIX_EPOCH};

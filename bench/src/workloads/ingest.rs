@@ -16,6 +16,10 @@
 //! call's latency). rill's temporary errors (backpressure) are retried
 //! after a backoff ([`crate::retry`]) and counted. After a rill run every stream's append count and tail
 //! are checked against the appends acknowledged to it.
+//!
+//! Client threads are named `bench-client-<n>`, and a window observer
+//! ([`crate::window`]) records what the measured time cost in CPU, context
+//! switches, kernel events and (for rill) engine counters.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +33,7 @@ use crate::retry::retrying;
 use crate::rill_side::check_tails;
 use crate::sample::Outcome;
 use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
+use crate::window;
 
 /// The shape of an ingest run.
 #[derive(Clone, Debug)]
@@ -104,24 +109,25 @@ pub fn rill(
     let payload = filler(shape.record_bytes, seed);
     let picker = Picker::new(ids.len(), shape.zipf);
     let clock = Clock::start(timing);
-    let tallies: Vec<Result<Tally>> = std::thread::scope(|scope| {
+    let (tallies, seen): (Vec<Result<Tally>>, _) = std::thread::scope(|scope| {
+        let observer = window::observe(scope, clock, Some(engine));
         let handles: Vec<_> = (0..shape.clients)
             .map(|c| {
                 let (payload, picker) = (&payload, &picker);
-                scope.spawn(move || rill_client(engine, ids, picker, shape, payload, clock, seed + c as u64))
+                window::client_thread(scope, c, move || {
+                    rill_client(engine, ids, picker, shape, payload, clock, seed + c as u64)
+                })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("client thread")).collect()
+        let tallies = handles.into_iter().map(|h| h.join().expect("client thread")).collect();
+        (tallies, observer.join().expect("window observer"))
     });
     let (ops, latency, acked, retries) = merge(tallies, ids.len())?;
     check_tails(engine, ids, &acked, shape.record_bytes)?;
-    Ok(Outcome {
-        ops,
-        bytes: ops * shape.record_bytes as u64,
-        seconds: timing.measure.as_secs_f64(),
-        latency,
-        extra: vec![("backpressure_retries", retries as f64)],
-    })
+    let bytes = ops * shape.record_bytes as u64;
+    let mut extra = vec![("backpressure_retries", retries as f64)];
+    extra.extend(seen.extras(ops, bytes));
+    Ok(Outcome { ops, bytes, seconds: timing.measure.as_secs_f64(), latency, extra })
 }
 
 fn rill_client(
@@ -249,11 +255,12 @@ pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u6
     let payload = filler(shape.record_bytes, seed);
     let picker = Picker::new(shape.streams, shape.zipf);
     let clock = Clock::start(timing);
-    let tallies: Vec<Result<Tally>> = std::thread::scope(|scope| {
+    let (tallies, seen): (Vec<Result<Tally>>, _) = std::thread::scope(|scope| {
+        let observer = window::observe(scope, clock, None);
         let handles: Vec<_> = (0..shape.clients)
             .map(|c| {
                 let (payload, picker) = (&payload, &picker);
-                scope.spawn(move || {
+                window::client_thread(scope, c, move || {
                     let mut rng = Rng::new(seed + c as u64);
                     let mut tally =
                         Tally { in_window: 0, latency: latency_histogram(), acked: Vec::new(), retries: 0 };
@@ -283,14 +290,10 @@ pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u6
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("client thread")).collect()
+        let tallies = handles.into_iter().map(|h| h.join().expect("client thread")).collect();
+        (tallies, observer.join().expect("window observer"))
     });
     let (ops, latency, _, _) = merge(tallies, 0)?;
-    Ok(Outcome {
-        ops,
-        bytes: ops * shape.record_bytes as u64,
-        seconds: timing.measure.as_secs_f64(),
-        latency,
-        extra: Vec::new(),
-    })
+    let bytes = ops * shape.record_bytes as u64;
+    Ok(Outcome { ops, bytes, seconds: timing.measure.as_secs_f64(), latency, extra: seen.extras(ops, bytes) })
 }
