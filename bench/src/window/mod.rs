@@ -10,15 +10,20 @@
 //! snapshot ([`tasks`], [`procstat`], the process's CPU clock, the
 //! counters, [`engine`]), sleeps until it closes, takes another, and
 //! returns the difference ([`Window`]); [`Window::extras`] turns it into
-//! per-record figures of the run's outcome once the workload knows how
-//! many records were acknowledged inside the window.
+//! per-record figures of the run's outcome. The records are those the
+//! clients acknowledged between the same two snapshots: each client adds
+//! its acknowledgements to its own counter in [`Acks`], and the observer
+//! reads them with everything else.
 //!
 //! **Invariants.** Every figure is a difference of two reads of the same
 //! counter. The observer's own time is left out. Threads that ended inside
 //! the window are not in `/proc/self/task` any more; their time is the
 //! process CPU clock's difference less the live threads' (`exited`). The
-//! observer wakes a little after each edge; counts are scaled by the
-//! nominal window over the observed one (within a percent or so).
+//! observer wakes a little after each edge (on a saturated machine, up to
+//! milliseconds): the window it sees is shifted, and the records it
+//! divides by are counted over that same shifted window, so the figures
+//! stay per record; the observed length over the nominal one is kept
+//! (`observed_share`) and the report flags windows seen below 90%.
 
 pub mod engine;
 pub mod perf;
@@ -26,9 +31,10 @@ pub mod procstat;
 pub mod tasks;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rill::Engine;
 
@@ -46,6 +52,57 @@ pub fn set_events(on: bool) {
     EVENTS_OFF.store(!on, Ordering::Relaxed);
 }
 
+/// One client's acknowledgement counter, alone on its cache lines so
+/// clients never write a line another client writes.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Slot(AtomicU64);
+
+/// Records acknowledged so far, one counter per client; and whether the
+/// observer has taken its last snapshot (clients stay alive until then, so
+/// their time is theirs, not an ended thread's).
+#[derive(Debug)]
+pub struct Acks {
+    slots: Vec<Slot>,
+    closed: Mutex<bool>,
+    closing: Condvar,
+}
+
+/// The longest a client waits for the observer after its work is done.
+const LINGER_LIMIT: Duration = Duration::from_secs(10);
+
+impl Acks {
+    pub fn new(clients: usize) -> Acks {
+        Acks {
+            slots: (0..clients.max(1)).map(|_| Slot::default()).collect(),
+            closed: Mutex::new(false),
+            closing: Condvar::new(),
+        }
+    }
+
+    /// The observer took its last snapshot.
+    fn close(&self) {
+        *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.closing.notify_all();
+    }
+
+    /// Waits until the observer took its last snapshot (at most
+    /// [`LINGER_LIMIT`]).
+    fn linger(&self) {
+        let closed = self.closed.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.closing.wait_timeout_while(closed, LINGER_LIMIT, |closed| !*closed);
+    }
+
+    /// Client `client` had `n` more records acknowledged.
+    pub fn add(&self, client: usize, n: u64) {
+        self.slots[client % self.slots.len()].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.slots.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
 /// The process's CPU time so far, every thread, live or ended, in ns.
 fn process_cpu_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
@@ -55,6 +112,7 @@ fn process_cpu_ns() -> u64 {
 /// One edge of a window.
 struct Snapshot {
     at: Instant,
+    acked: u64,
     process_cpu_ns: u64,
     machine: Option<procstat::CpuTimes>,
     events: Vec<(&'static str, Option<u64>)>,
@@ -62,21 +120,24 @@ struct Snapshot {
     engine: Option<engine::Mark>,
 }
 
-fn snapshot(counters: Option<&perf::Counters>, engine: Option<&Engine>) -> Snapshot {
+fn snapshot(acks: &Acks, counters: Option<&perf::Counters>, engine: Option<&Engine>) -> Snapshot {
     let at = Instant::now();
+    let acked = acks.total();
     let process_cpu_ns = process_cpu_ns();
     let machine = procstat::read();
     let events = counters.map(perf::Counters::read).unwrap_or_default();
     let tasks = tasks::read_all();
     let engine = engine.map(engine::mark);
-    Snapshot { at, process_cpu_ns, machine, events, tasks, engine }
+    Snapshot { at, acked, process_cpu_ns, machine, events, tasks, engine }
 }
 
 /// What a window cost.
 #[derive(Clone, Debug, Default)]
 pub struct Window {
-    /// Nominal over observed length (counts are multiplied by it).
-    pub scale: f64,
+    /// Records acknowledged between the snapshots.
+    pub acked: u64,
+    /// Observed length over the nominal one.
+    pub observed_share: f64,
     /// CPU of the whole process but the observer, ns.
     pub process_cpu_ns: u64,
     pub classes: BTreeMap<Class, ClassDelta>,
@@ -87,11 +148,12 @@ pub struct Window {
     pub engine: Option<engine::Delta>,
 }
 
-/// Starts the observer of `clock`'s window in `scope`; `engine` adds its
-/// counters and checkpoints.
+/// Starts the observer of `clock`'s window in `scope`, counting the
+/// records of `acks`; `engine` adds its counters and checkpoints.
 pub fn observe<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     clock: Clock,
+    acks: &'env Acks,
     engine: Option<&'env Engine>,
 ) -> ScopedJoinHandle<'scope, Window> {
     let body = move || {
@@ -101,9 +163,10 @@ pub fn observe<'scope, 'env>(
             perf::Counters::open(&tids)
         });
         std::thread::sleep(clock.from.saturating_duration_since(Instant::now()));
-        let a = snapshot(counters.as_ref(), engine);
+        let a = snapshot(acks, counters.as_ref(), engine);
         std::thread::sleep(clock.stop.saturating_duration_since(Instant::now()));
-        let b = snapshot(counters.as_ref(), engine);
+        let b = snapshot(acks, counters.as_ref(), engine);
+        acks.close();
         difference(&a, &b, clock, me)
     };
     std::thread::Builder::new()
@@ -115,7 +178,7 @@ pub fn observe<'scope, 'env>(
 fn difference(a: &Snapshot, b: &Snapshot, clock: Clock, me: u32) -> Window {
     let observed = b.at.duration_since(a.at).as_secs_f64();
     let nominal = clock.stop.duration_since(clock.from).as_secs_f64();
-    let scale = if observed > 0.0 { nominal / observed } else { 1.0 };
+    let observed_share = if nominal > 0.0 { observed / nominal } else { 0.0 };
     let classes = tasks::deltas(&a.tasks, &b.tasks, me);
     let observer = classes.get(&Class::Observer).map_or(0, |d| d.cpu_ns);
     let events = a
@@ -125,7 +188,8 @@ fn difference(a: &Snapshot, b: &Snapshot, clock: Clock, me: u32) -> Window {
         .map(|(&(name, x), &(_, y))| (name, x.zip(y).map(|(x, y)| y.saturating_sub(x))))
         .collect();
     Window {
-        scale,
+        acked: b.acked.saturating_sub(a.acked),
+        observed_share,
         process_cpu_ns: b.process_cpu_ns.saturating_sub(a.process_cpu_ns).saturating_sub(observer),
         classes,
         machine: a.machine.zip(b.machine).map(|(x, y)| y.since(&x)),
@@ -136,10 +200,12 @@ fn difference(a: &Snapshot, b: &Snapshot, clock: Clock, me: u32) -> Window {
 }
 
 /// Spawns client thread `n` of a workload in `scope`, named so the window
-/// counts it as a client ([`tasks::CLIENT_PREFIX`]).
+/// counts it as a client ([`tasks::CLIENT_PREFIX`]); once `f` returns, the
+/// thread waits for the observer of `acks` to finish its window.
 pub fn client_thread<'scope, 'env, T, F>(
     scope: &'scope Scope<'scope, 'env>,
     n: usize,
+    acks: &'env Acks,
     f: F,
 ) -> ScopedJoinHandle<'scope, T>
 where
@@ -148,7 +214,11 @@ where
 {
     std::thread::Builder::new()
         .name(format!("{}{n}", tasks::CLIENT_PREFIX))
-        .spawn_scoped(scope, f)
+        .spawn_scoped(scope, move || {
+            let out = f();
+            acks.linger();
+            out
+        })
         .expect("spawn a client thread")
 }
 
@@ -194,14 +264,18 @@ pub fn event_name(event: &str) -> Option<&'static str> {
 }
 
 impl Window {
-    /// The window's figures per record, for `ops` records of `bytes`
-    /// payload bytes acknowledged inside it (nothing without records).
-    pub fn extras(&self, ops: u64, bytes: u64) -> Vec<(&'static str, f64)> {
+    /// The window's figures per record acknowledged in it, records of
+    /// `record_bytes` payload bytes (nothing without records).
+    pub fn extras(&self, record_bytes: u64) -> Vec<(&'static str, f64)> {
         let mut out = Vec::new();
+        let ops = self.acked;
         if ops == 0 {
             return out;
         }
-        let per = |x: f64| x * self.scale / ops as f64;
+        let bytes = ops * record_bytes;
+        out.push(("observed_share", self.observed_share));
+        out.push(("window_records", ops as f64));
+        let per = |x: f64| x / ops as f64;
         let us = |ns: u64| per(ns as f64 / 1000.0);
         out.push(("cpu_us_per_rec", us(self.process_cpu_ns)));
         let mut live = 0u64;
@@ -238,7 +312,7 @@ impl Window {
             let n: u64 = syncs.iter().flatten().sum();
             out.push(("syncs_per_rec", per(n as f64)));
             if n > 0 {
-                out.push(("records_per_sync", ops as f64 / (n as f64 * self.scale)));
+                out.push(("records_per_sync", ops as f64 / n as f64));
             }
         }
         if let Some(e) = &self.engine {
@@ -281,7 +355,8 @@ mod tests {
         );
         classes.insert(Class::Client, ClassDelta { cpu_ns: 2_000_000, threads: 4, ..ClassDelta::default() });
         let w = Window {
-            scale: 1.0,
+            acked: 1000,
+            observed_share: 1.0,
             process_cpu_ns: 9_000_000,
             classes,
             machine: Some(procstat::CpuTimes {
@@ -295,7 +370,7 @@ mod tests {
             events: vec![("syscalls", Some(3000)), ("futex", None), ("uring_fsyncs", Some(10))],
             engine: None,
         };
-        let x = w.extras(1000, 1000 * 1024);
+        let x = w.extras(1024);
         let get = |n: &str| x.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
         assert_eq!(get("cpu_us_per_rec"), Some(9.0));
         assert_eq!(get("cpu_us_per_rec_cores"), Some(6.0));
@@ -309,6 +384,12 @@ mod tests {
         assert_eq!(get("syscalls_per_rec"), Some(3.0));
         assert_eq!(get("futex_per_rec"), None, "not counted: no figure");
         assert_eq!(get("syncs_per_rec"), None, "a sync route was not counted");
-        assert!(w.extras(0, 0).is_empty());
+        assert_eq!(get("observed_share"), Some(1.0));
+        assert!(Window::default().extras(1024).is_empty());
+        let acks = Acks::new(3);
+        acks.add(0, 5);
+        acks.add(2, 7);
+        acks.add(4, 1); // wraps onto client 1
+        assert_eq!(acks.total(), 13);
     }
 }

@@ -99,17 +99,19 @@ pub fn rill(
     seed: u64,
 ) -> Result<Outcome> {
     let (schedule, clock) = Schedule::new(shape.rate, timing);
+    let acks = window::Acks::new(1);
     let (driven, seen) = std::thread::scope(|scope| {
-        let observer = window::observe(scope, clock, Some(engine));
-        let driver =
-            window::client_thread(scope, 0, || drive_rill(engine, ids, shape, seed, schedule, clock));
+        let observer = window::observe(scope, clock, &acks, Some(engine));
+        let driver = window::client_thread(scope, 0, &acks, || {
+            drive_rill(engine, ids, shape, seed, schedule, clock, &acks)
+        });
         (driver.join().expect("driver thread"), observer.join().expect("window observer"))
     });
     let Driven { ops, latency, acked, retries } = driven?;
     check_tails(engine, ids, &acked, shape.record_bytes)?;
     let bytes = ops * shape.record_bytes as u64;
     let mut extra = vec![("offered_per_s", shape.rate), ("backpressure_retries", retries as f64)];
-    extra.extend(seen.extras(ops, bytes));
+    extra.extend(seen.extras(shape.record_bytes as u64));
     Ok(Outcome { ops, bytes, seconds: timing.measure.as_secs_f64(), latency, extra })
 }
 
@@ -128,6 +130,7 @@ fn drive_rill(
     seed: u64,
     schedule: Schedule,
     clock: Clock,
+    acks: &window::Acks,
 ) -> Result<Driven> {
     let payload = filler(shape.record_bytes, seed);
     let picker = Picker::new(ids.len(), false);
@@ -157,6 +160,7 @@ fn drive_rill(
             reply?;
             total_retries += retries;
             acked[s] += 1;
+            acks.add(0, 1);
             if due >= clock.from {
                 record_since(&mut latency, due, answered);
             }
@@ -185,13 +189,14 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
     let picker = Picker::new(shape.streams, false);
     let (schedule, clock) = Schedule::new(shape.rate, timing);
     let (tx, rx) = crossbeam_channel::unbounded::<Instant>();
+    let acks = window::Acks::new(SYNC_WORKERS);
     let (results, seen): (Vec<Result<(u64, hdrhistogram::Histogram<u64>)>>, _) =
         std::thread::scope(|scope| {
-            let observer = window::observe(scope, clock, None);
+            let observer = window::observe(scope, clock, &acks, None);
             let workers: Vec<_> = (0..SYNC_WORKERS)
                 .map(|w| {
-                    let (rx, payload, picker) = (rx.clone(), &payload, &picker);
-                    window::client_thread(scope, w, move || {
+                    let (rx, payload, picker, acks) = (rx.clone(), &payload, &picker, &acks);
+                    window::client_thread(scope, w, acks, move || {
                         let mut rng = Rng::new(seed + w as u64);
                         let mut latency = latency_histogram();
                         let mut ops = 0u64;
@@ -214,6 +219,7 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
                             }
                             store.write(&keys, payload)?;
                             let answered = Instant::now();
+                            acks.add(w, dues.len() as u64);
                             for due in &dues {
                                 if *due >= clock.from {
                                     record_since(&mut latency, *due, answered);
@@ -251,6 +257,6 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
     }
     let bytes = ops * shape.record_bytes as u64;
     let mut extra = vec![("offered_per_s", shape.rate)];
-    extra.extend(seen.extras(ops, bytes));
+    extra.extend(seen.extras(shape.record_bytes as u64));
     Ok(Outcome { ops, bytes, seconds: timing.measure.as_secs_f64(), latency, extra })
 }
