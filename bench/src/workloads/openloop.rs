@@ -183,6 +183,9 @@ fn drive_rill(
     Ok(Driven { ops, latency, acked, retries: total_retries })
 }
 
+/// What one peer worker saw: records acknowledged in the window, latencies.
+type WorkerTally = (u64, hdrhistogram::Histogram<u64>);
+
 /// Runs the schedule against a peer.
 pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64) -> Result<Outcome> {
     let payload = filler(shape.record_bytes, seed);
@@ -190,64 +193,63 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
     let (schedule, clock) = Schedule::new(shape.rate, timing);
     let (tx, rx) = crossbeam_channel::unbounded::<Instant>();
     let acks = window::Acks::new(SYNC_WORKERS);
-    let (results, seen): (Vec<Result<(u64, hdrhistogram::Histogram<u64>)>>, _) =
-        std::thread::scope(|scope| {
-            let observer = window::observe(scope, clock, &acks, None);
-            let workers: Vec<_> = (0..SYNC_WORKERS)
-                .map(|w| {
-                    let (rx, payload, picker, acks) = (rx.clone(), &payload, &picker, &acks);
-                    window::client_thread(scope, w, acks, move || {
-                        let mut rng = Rng::new(seed + w as u64);
-                        let mut latency = latency_histogram();
-                        let mut ops = 0u64;
-                        let mut seq = (w as u64) << 48;
-                        let mut dues = Vec::with_capacity(SYNC_MAX_BATCH);
-                        let mut keys = Vec::with_capacity(SYNC_MAX_BATCH);
-                        while let Ok(first) = rx.recv() {
-                            dues.clear();
-                            dues.push(first);
-                            while dues.len() < SYNC_MAX_BATCH {
-                                match rx.try_recv() {
-                                    Ok(due) => dues.push(due),
-                                    Err(_) => break,
-                                }
-                            }
-                            keys.clear();
-                            for _ in &dues {
-                                keys.push((picker.pick(&mut rng) as u64, seq));
-                                seq += 1;
-                            }
-                            store.write(&keys, payload)?;
-                            let answered = Instant::now();
-                            acks.add(w, dues.len() as u64);
-                            for due in &dues {
-                                if *due >= clock.from {
-                                    record_since(&mut latency, *due, answered);
-                                }
-                                if clock.inside(answered) {
-                                    ops += 1;
-                                }
+    let (results, seen): (Vec<Result<WorkerTally>>, _) = std::thread::scope(|scope| {
+        let observer = window::observe(scope, clock, &acks, None);
+        let workers: Vec<_> = (0..SYNC_WORKERS)
+            .map(|w| {
+                let (rx, payload, picker, acks) = (rx.clone(), &payload, &picker, &acks);
+                window::client_thread(scope, w, acks, move || {
+                    let mut rng = Rng::new(seed + w as u64);
+                    let mut latency = latency_histogram();
+                    let mut ops = 0u64;
+                    let mut seq = (w as u64) << 48;
+                    let mut dues = Vec::with_capacity(SYNC_MAX_BATCH);
+                    let mut keys = Vec::with_capacity(SYNC_MAX_BATCH);
+                    while let Ok(first) = rx.recv() {
+                        dues.clear();
+                        dues.push(first);
+                        while dues.len() < SYNC_MAX_BATCH {
+                            match rx.try_recv() {
+                                Ok(due) => dues.push(due),
+                                Err(_) => break,
                             }
                         }
-                        Ok((ops, latency))
-                    })
+                        keys.clear();
+                        for _ in &dues {
+                            keys.push((picker.pick(&mut rng) as u64, seq));
+                            seq += 1;
+                        }
+                        store.write(&keys, payload)?;
+                        let answered = Instant::now();
+                        acks.add(w, dues.len() as u64);
+                        for due in &dues {
+                            if *due >= clock.from {
+                                record_since(&mut latency, *due, answered);
+                            }
+                            if clock.inside(answered) {
+                                ops += 1;
+                            }
+                        }
+                    }
+                    Ok((ops, latency))
                 })
-                .collect();
-            drop(rx);
-            for i in 0..schedule.total {
-                let due = schedule.due(i);
-                let wait = due.saturating_duration_since(Instant::now());
-                if !wait.is_zero() {
-                    std::thread::sleep(wait);
-                }
-                if tx.send(due).is_err() {
-                    break; // every worker failed; their errors say why
-                }
+            })
+            .collect();
+        drop(rx);
+        for i in 0..schedule.total {
+            let due = schedule.due(i);
+            let wait = due.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
             }
-            drop(tx);
-            let results = workers.into_iter().map(|h| h.join().expect("worker thread")).collect();
-            (results, observer.join().expect("window observer"))
-        });
+            if tx.send(due).is_err() {
+                break; // every worker failed; their errors say why
+            }
+        }
+        drop(tx);
+        let results = workers.into_iter().map(|h| h.join().expect("worker thread")).collect();
+        (results, observer.join().expect("window observer"))
+    });
     let mut latency = latency_histogram();
     let mut ops = 0;
     for r in results {
