@@ -15,6 +15,7 @@
 //!               --peers P,...|none peers besides rill (default: every compiled-in peer)
 //!               --wal-io dma|std   how rill writes its WAL (std for file systems without O_DIRECT)
 //!               --no-progress      no progress line on stderr
+//!               --no-events        no kernel tracepoint counters in the windows (they cost a little per syscall)
 //! load options: --streams N --records N --record-bytes N --clients N --window N, --skip-load
 //! ```
 
@@ -75,6 +76,8 @@ pub struct Options {
     pub peers: Option<Vec<String>>,
     pub wal_io: WalIo,
     pub progress: bool,
+    /// Kernel event counters in every measured window.
+    pub events: bool,
 }
 
 pub const USAGE: &str = "usage:
@@ -82,7 +85,7 @@ pub const USAGE: &str = "usage:
   rill-bench full    [options]
   rill-bench durable [options]
 options: [--dir D] [--reps N] [--seconds S] [--warmup S] [--scale X] [--only floor,A,B,C,D,E,F,G]
-         [--modes durable,relaxed] [--peers P,...|none] [--wal-io dma|std] [--no-progress]";
+         [--modes durable,relaxed] [--peers P,...|none] [--wal-io dma|std] [--no-progress] [--no-events]";
 
 fn number<T: std::str::FromStr>(name: &str, raw: String) -> Result<T, String>
 where
@@ -141,6 +144,7 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Options, String>
         peers: None,
         wal_io: WalIo::Dma,
         progress: true,
+        events: true,
     };
     if command == Command::Durable {
         opts.only = Some(vec![Workload::Floor, Workload::A, Workload::B, Workload::C]);
@@ -199,6 +203,7 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Options, String>
                 }
             }
             "--no-progress" => opts.progress = false,
+            "--no-events" => opts.events = false,
             "--skip-load" => {
                 load_only("--skip-load")?;
                 opts.load.skip = true;
@@ -312,6 +317,8 @@ mod tests {
         assert_eq!(o.suite(None).profile.timing.measure, Duration::from_secs(1));
         assert_eq!(o.modes, vec![Mode::Durable]);
         assert_eq!(o.wal_io, WalIo::Std);
+        assert!(o.events);
+        assert!(!parse(&["--no-events"]).unwrap().events);
         assert!(parse(&["full", "--records", "5"]).is_err());
         assert!(parse(&["--seconds", "0"]).is_err());
         assert!(parse(&["--only", "Z"]).is_err());

@@ -20,11 +20,13 @@ pub mod plot;
 pub mod progress;
 pub mod quick;
 pub mod report;
+pub mod report_cost;
 pub mod retry;
 pub mod rill_side;
 pub mod sample;
 pub mod suite;
 pub mod util;
+pub mod window;
 pub mod workloads;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -63,7 +65,7 @@ pub fn run_and_report(opts: &SuiteOptions, command: &str) -> Result<Report> {
         elapsed_s: result.elapsed.as_secs_f64(),
         floor_direct: result.floor_direct,
     };
-    let markdown = report::markdown(&run, &machine, &summaries, &result.failures);
+    let markdown = report::markdown(&run, &machine, &summaries, &result.samples, &result.failures);
     let jsonl = report::json_lines(&run, &machine, &result.samples, &summaries);
     let svg = plot::svg(&run, &machine, &summaries);
     let written = report::write_all(&opts.dir, &markdown, &jsonl, &svg)?;

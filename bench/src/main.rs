@@ -38,6 +38,7 @@ fn main() {
 
 fn run(opts: &args::Options, raw: &[String]) -> Result<()> {
     rill_side::set_wal_io(opts.wal_io);
+    rill_bench::window::set_events(opts.events);
     std::fs::create_dir_all(&opts.dir)?;
     if opts.command == Command::Quick && !opts.load.skip {
         quick::load_and_verify(opts)?;

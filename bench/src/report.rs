@@ -3,9 +3,12 @@
 //!
 //! * `bench-results.md`: the run's markdown (also printed): how it was run,
 //!   the machine, the targets of the issue against what was measured, then
-//!   one set of tables per durability mode and one for what does not
+//!   one set of tables per durability mode (throughput, latency, the cost
+//!   per record of [`crate::report_cost`], ...) and one for what does not
 //!   depend on it. Every figure is the median of the repetitions, with the
-//!   range (min–max) where it matters; ratios are of medians.
+//!   range (min–max) where it matters; rill / peer and rill / paired floor
+//!   ratios are medians of per-repetition ratios, rill / floor a ratio of
+//!   medians.
 //! * `bench-results.jsonl` (appended): one line per measured run
 //!   (`"type": "sample"`), one per cell and peer (`"summary"`, medians and
 //!   ranges), one for the run (`"run"`); every line carries the machine
@@ -22,7 +25,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::machine::Machine;
-use crate::sample::{find, Sample, Stat, Summary, Workload};
+use crate::report_cost;
+use crate::sample::{find, paired_ratio, Outcome, Sample, Stat, Summary, Workload};
 use crate::util::{bytes_label, Mode, RELAXED_SYNC};
 
 /// File names inside the data directory.
@@ -114,6 +118,16 @@ fn ratio(x: Option<f64>) -> String {
     }
 }
 
+/// `1.35x`.
+fn times(x: f64) -> String {
+    format!("{x:.2}x")
+}
+
+/// `0.05`.
+fn fraction(x: f64) -> String {
+    format!("{x:.3}")
+}
+
 fn div(a: f64, b: f64) -> Option<f64> {
     (b > 0.0).then(|| a / b)
 }
@@ -168,7 +182,7 @@ fn pushback_note(out: &mut String, s: &[Summary], workloads: &[Workload], mode: 
 }
 
 /// Cells of `(workload, mode)`, in order of first appearance.
-fn cells(summaries: &[Summary], workload: Workload, mode: Option<Mode>) -> Vec<(String, usize)> {
+pub(crate) fn cells(summaries: &[Summary], workload: Workload, mode: Option<Mode>) -> Vec<(String, usize)> {
     let mut out: Vec<(String, usize)> = Vec::new();
     for s in summaries.iter().filter(|s| s.key.workload == workload && s.key.mode == mode) {
         let c = (s.key.cell.clone(), s.key.record_bytes);
@@ -180,7 +194,7 @@ fn cells(summaries: &[Summary], workload: Workload, mode: Option<Mode>) -> Vec<(
 }
 
 /// Peers other than rill measured in `workloads` of `mode`.
-fn peers_of(summaries: &[Summary], workloads: &[Workload], mode: Option<Mode>) -> Vec<String> {
+pub(crate) fn peers_of(summaries: &[Summary], workloads: &[Workload], mode: Option<Mode>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for s in summaries {
         if workloads.contains(&s.key.workload)
@@ -194,7 +208,7 @@ fn peers_of(summaries: &[Summary], workloads: &[Workload], mode: Option<Mode>) -
     out
 }
 
-fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+pub(crate) fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let _ = writeln!(
         out,
@@ -207,18 +221,21 @@ fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     out.push('\n');
 }
 
-fn throughput_section(out: &mut String, s: &[Summary], mode: Mode) {
+fn throughput_section(out: &mut String, s: &[Summary], samples: &[Sample], mode: Mode) {
     let peers = peers_of(s, &[Workload::A, Workload::B], Some(mode));
     let reference = floor(s, floor_bandwidth_label(mode));
     let mut header: Vec<String> =
-        ["workload", "cell", "record", "rill rec/s (range)", "rill MiB/s"].map(String::from).to_vec();
+        ["workload", "cell", "record", "rill window", "rill rec/s (range)", "rill MiB/s"]
+            .map(String::from)
+            .to_vec();
     for p in &peers {
         header.push(format!("{p} rec/s (range)"));
     }
     for p in &peers {
-        header.push(format!("rill / {p}"));
+        header.push(format!("rill / {p}, paired (range)"));
     }
     header.push("rill / floor (MiB/s)".into());
+    header.push("rill / paired floor (range)".into());
     header.push("rill p99 µs".into());
     for p in &peers {
         header.push(format!("{p} p99 µs"));
@@ -229,18 +246,23 @@ fn throughput_section(out: &mut String, s: &[Summary], mode: Mode) {
             let get = |peer: &str| find(s, w, Some(mode), &cell, bytes, peer);
             let rill = get("rill");
             let mut row = vec![w.letter().to_string(), cell.clone(), bytes_label(bytes)];
+            row.push(rill.map_or("–".into(), |r| report_cost::window_state(r).to_string()));
             row.push(rill.map_or("–".into(), |r| ranged(r.ops_per_s, rate)));
             row.push(rill.map_or("–".into(), |r| mib(r.mib_per_s.median)));
             for p in &peers {
                 row.push(get(p).map_or("–".into(), |x| ranged(x.ops_per_s, rate)));
             }
             for p in &peers {
-                let r = rill.zip(get(p)).and_then(|(r, x)| div(r.ops_per_s.median, x.ops_per_s.median));
-                row.push(ratio(r));
+                let r = rill.and_then(|r| paired_ratio(samples, &r.key, p, Outcome::ops_per_sec));
+                row.push(r.map_or("–".into(), |r| ranged(r, times)));
             }
             row.push(ratio(
                 rill.zip(reference).and_then(|(r, f)| div(r.mib_per_s.median, f.mib_per_s.median)),
             ));
+            row.push(
+                rill.and_then(|r| r.extra("rill_per_pair_floor"))
+                    .map_or("–".into(), |r| ranged(r, fraction)),
+            );
             row.push(rill.map_or("–".into(), |r| us(r.p99_us.median)));
             for p in &peers {
                 row.push(get(p).map_or("–".into(), |x| us(x.p99_us.median)));
@@ -254,8 +276,12 @@ fn throughput_section(out: &mut String, s: &[Summary], mode: Mode) {
     let _ = writeln!(out, "### {} and {}\n", Workload::A.title(), Workload::B.title());
     let _ = writeln!(
         out,
-        "rec/s: records acknowledged per second; rill / peer: ratio of median rec/s; rill / floor: rill's payload \
-         MiB/s over the floor's `{}` MiB/s.\n",
+        "rec/s: records acknowledged per second; rill window: `steady` when the window held a flush per \
+         active group and a checkpoint per active core, else `pre-flush` (the figures leave out the \
+         background work of a long run); rill / peer, paired: the median over the repetitions of rill's rec/s \
+         over the peer's in the same repetition and cell; rill / floor: rill's median payload MiB/s over the \
+         median of the floor's `{}` probe at the start of each repetition; rill / paired floor: per \
+         repetition, against the same probe run right before the rill run.\n",
         floor_bandwidth_label(mode).0
     );
     table(out, &header, &rows);
@@ -275,6 +301,7 @@ fn latency_section(out: &mut String, s: &[Summary], mode: Mode) {
         "p999 µs",
         "max µs",
         "p99 / floor p99",
+        "p99 / paired floor p99 (range)",
         "p99 / rill p99",
     ]
     .map(String::from)
@@ -297,6 +324,7 @@ fn latency_section(out: &mut String, s: &[Summary], mode: Mode) {
                 us(x.p999_us.median),
                 us(x.max_us.median),
                 ratio(reference.and_then(|f| div(x.p99_us.median, f.p99_us.median))),
+                x.extra("p99_per_pair_floor_p99").map_or("–".into(), |r| ranged(r, times)),
                 ratio(rill.and_then(|r| div(x.p99_us.median, r.p99_us.median))),
             ]);
         }
@@ -308,7 +336,8 @@ fn latency_section(out: &mut String, s: &[Summary], mode: Mode) {
     let _ = writeln!(
         out,
         "Latency from each request's scheduled start to its acknowledgement. floor p99: `{}` (one write and sync \
-         at a time).\n",
+         at a time) at the start of each repetition; paired floor: the same probe right before each rill run, \
+         the ratio taken per repetition.\n",
         floor_latency_label(mode).0
     );
     table(out, &header, &rows);
@@ -531,25 +560,42 @@ fn headline(out: &mut String, s: &[Summary]) {
     let fan = find(s, Workload::B, d, "1k streams, uniform", 1024, "rill");
     let fl = floor(s, floor_bandwidth_label(Mode::Durable));
     let of_floor = fan.zip(fl).and_then(|(r, f)| div(r.mib_per_s.median, f.mib_per_s.median));
+    // A headline figure from a window without a flush per group and a
+    // checkpoint per core says so.
+    let label = |x: Option<&Summary>| match x.map(report_cost::window_state) {
+        Some("steady") | Some("–") | None => String::new(),
+        Some(state) => format!(", {state}"),
+    };
     rows.push(vec![
         "durable 1 KiB ingest over 1k streams ≥ 50% of the O_DIRECT floor".into(),
         of_floor.map_or("–".into(), |x| {
             format!(
-                "{:.0}% ({} of {} MiB/s)",
+                "{:.0}% ({} of {} MiB/s){}",
                 x * 100.0,
                 mib(fan.map_or(0.0, |r| r.mib_per_s.median)),
-                mib(fl.map_or(0.0, |f| f.mib_per_s.median))
+                mib(fl.map_or(0.0, |f| f.mib_per_s.median)),
+                label(fan)
             )
         }),
         verdict(of_floor.map(|x| x >= 0.5)),
     ]);
     let fj = find(s, Workload::B, d, "1k streams, uniform", 1024, "fjall");
     let vs_fjall = fan.zip(fj).and_then(|(r, f)| div(r.ops_per_s.median, f.ops_per_s.median));
-    rows.push(vec!["… and ≥ 6x fjall".into(), ratio(vs_fjall), verdict(vs_fjall.map(|x| x >= 6.0))]);
+    rows.push(vec![
+        "… and ≥ 6x fjall".into(),
+        format!("{}{}", ratio(vs_fjall), if vs_fjall.is_some() { label(fan) } else { String::new() }),
+        verdict(vs_fjall.map(|x| x >= 6.0)),
+    ]);
+    let cpu = fan.and_then(|r| r.extra("cpu_us_per_rec"));
+    rows.push(vec![
+        "… CPU µs per record, all threads, window only ≤ 4 (issue 13)".into(),
+        cpu.map_or("–".into(), |c| format!("{}{}", ranged(c, us), label(fan))),
+        verdict(cpu.map(|c| c.median <= 4.0)),
+    ]);
     let small = find(s, Workload::B, d, "1k streams, uniform", 256, "rill");
     rows.push(vec![
         "durable 256 B appends ≥ 1M/s (1k streams, both cores)".into(),
-        small.map_or("–".into(), |r| format!("{}/s", rate(r.ops_per_s.median))),
+        small.map_or("–".into(), |r| format!("{}/s{}", rate(r.ops_per_s.median), label(Some(r)))),
         verdict(small.map(|r| r.ops_per_s.median >= 1e6)),
     ]);
     let lat_floor = floor(s, floor_latency_label(Mode::Durable));
@@ -584,7 +630,13 @@ fn headline(out: &mut String, s: &[Summary]) {
 }
 
 /// The whole markdown of a run.
-pub fn markdown(run: &RunInfo, machine: &Machine, summaries: &[Summary], failures: &[String]) -> String {
+pub fn markdown(
+    run: &RunInfo,
+    machine: &Machine,
+    summaries: &[Summary],
+    samples: &[Sample],
+    failures: &[String],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# rill-bench {} — {}\n", run.profile, run.date_utc());
     let _ = writeln!(out, "* command: `{}`", run.command);
@@ -625,8 +677,9 @@ pub fn markdown(run: &RunInfo, machine: &Machine, summaries: &[Summary], failure
                 );
             }
         }
-        throughput_section(&mut out, summaries, mode);
+        throughput_section(&mut out, summaries, samples, mode);
         latency_section(&mut out, summaries, mode);
+        report_cost::section(&mut out, summaries, mode);
         tail_section(&mut out, summaries, mode);
         idem_section(&mut out, summaries, mode);
         recovery_section(&mut out, summaries, mode);

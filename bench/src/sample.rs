@@ -273,6 +273,31 @@ pub fn find<'a>(
     })
 }
 
+/// `f(rill) / f(other)` per repetition, over the repetitions where both
+/// `key`'s sample and `other`'s sample of the same cell ran, folded into a
+/// median and a range: a paired ratio, so drift between repetitions
+/// cancels instead of widening the ratio of two separate medians.
+pub fn paired_ratio(samples: &[Sample], key: &Key, other: &str, f: fn(&Outcome) -> f64) -> Option<Stat> {
+    let mut ratios = Vec::new();
+    for s in samples.iter().filter(|s| &s.key() == key) {
+        let partner = samples.iter().find(|o| {
+            o.peer == other
+                && o.rep == s.rep
+                && o.workload == s.workload
+                && o.mode == s.mode
+                && o.cell == s.cell
+                && o.record_bytes == s.record_bytes
+        });
+        if let Some(o) = partner {
+            let d = f(&o.outcome);
+            if d > 0.0 {
+                ratios.push(f(&s.outcome) / d);
+            }
+        }
+    }
+    (!ratios.is_empty()).then(|| Stat::of(&ratios))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,5 +335,9 @@ mod tests {
         assert_eq!(s[0].ops_per_s, Stat { median: 20.0, min: 10.0, max: 30.0 });
         assert_eq!(s[0].extra("x").map(|x| x.median), Some(20.0));
         assert!(find(&s, Workload::A, Some(Mode::Durable), "1 stream", 100, "fjall").is_some());
+        // Only repetition 0 has both: 10 / 5.
+        let r = paired_ratio(&samples, &s[0].key, "fjall", Outcome::ops_per_sec);
+        assert_eq!(r, Some(Stat { median: 2.0, min: 2.0, max: 2.0 }));
+        assert_eq!(paired_ratio(&samples, &s[0].key, "redb", Outcome::ops_per_sec), None);
     }
 }

@@ -16,6 +16,13 @@
 //! directory afterwards, so no store's background work (compaction,
 //! flushes, checkpoints) runs while another is measured.
 //!
+//! **Paired floor.** Right before each rill run of A, B and C, the floor
+//! probe its ratio is taken against (A, B: the mode's 1 MiB probe; C: the
+//! mode's 4 KiB probe) runs for half the profile's floor time on the same
+//! file, and the run records that probe's figure and its ratio to it
+//! (`rill_per_pair_floor`, `p99_per_pair_floor_p99`): a ratio per
+//! repetition, against the device as it was a moment before.
+//!
 //! **Failures.** A failed rill run (including a failed data check) stops
 //! the suite with its error; a failed peer run is reported and the suite
 //! goes on.
@@ -27,9 +34,10 @@ use std::time::{Duration, Instant};
 
 use rill::{Engine, StreamId};
 
-use crate::floor::{self, FloorFile, WRITE_PROBES};
+use crate::floor::{self, FloorFile, WriteProbe, WRITE_PROBES};
 use crate::peers;
 use crate::progress::Progress;
+use crate::report;
 use crate::rill_side::{self, create_streams, shutdown, stream_ids};
 use crate::sample::{Outcome, Sample, Workload};
 use crate::util::{bytes_label, count_label, Mode, Result, Scratch};
@@ -425,7 +433,54 @@ struct Context<'a> {
     floor_direct: bool,
 }
 
+/// Which floor probe a rill cell is paired with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pairing {
+    /// A and B: the mode's bandwidth probe (1 MiB writes, synced if durable).
+    Bandwidth,
+    /// C: the mode's latency probe (4 KiB writes, synced if durable).
+    Latency,
+}
+
+/// Adds the paired floor probe's figure and rill's ratio to it.
+fn paired(mut out: Outcome, floor: &Outcome, pairing: Pairing) -> Outcome {
+    match pairing {
+        Pairing::Bandwidth => {
+            let f = floor.mib_per_sec();
+            out.extra.push(("pair_floor_mib_per_s", f));
+            if f > 0.0 {
+                out.extra.push(("rill_per_pair_floor", out.mib_per_sec() / f));
+            }
+        }
+        Pairing::Latency => {
+            let f = floor.us(0.99);
+            out.extra.push(("pair_floor_p99_us", f));
+            if f > 0.0 {
+                out.extra.push(("p99_per_pair_floor_p99", out.us(0.99) / f));
+            }
+        }
+    }
+    out
+}
+
 impl Context<'_> {
+    /// Runs the floor probe a rill cell is paired with, right before the
+    /// cell, for half the profile's floor time.
+    fn paired_floor(&mut self, mode: Mode, pairing: Pairing) -> Result<Outcome> {
+        if self.floor.is_none() {
+            self.floor = Some(FloorFile::create(&self.scratch_root, "probe")?);
+        }
+        let file = self.floor.as_ref().expect("created above");
+        let (_, block) = match pairing {
+            Pairing::Bandwidth => report::floor_bandwidth_label(mode),
+            Pairing::Latency => report::floor_latency_label(mode),
+        };
+        let probe = WriteProbe { block, sync: mode == Mode::Durable };
+        let (o, direct) = file.probe(probe, self.opts.profile.floor_time / 2)?;
+        self.floor_direct = direct;
+        Ok(o)
+    }
+
     fn fresh_dir(&mut self) -> Result<Scratch> {
         self.runs += 1;
         Ok(Scratch::fresh(self.scratch_root.join(format!("run-{}", self.runs)))?)
@@ -473,10 +528,11 @@ impl Context<'_> {
                 Ok(out)
             }
             Action::Ingest(shape) if step.peer == "rill" => {
+                let pair = self.paired_floor(mode, Pairing::Bandwidth)?;
                 let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
                 let out = ingest::rill(&engine, &ids, shape, timing, seed);
                 shutdown(engine)?;
-                Ok(one(out?))
+                Ok(one(paired(out?, &pair, Pairing::Bandwidth)))
             }
             Action::Ingest(shape) => {
                 let dir = self.fresh_dir()?;
@@ -486,10 +542,11 @@ impl Context<'_> {
                 Ok(one(out?))
             }
             Action::Open(shape) if step.peer == "rill" => {
+                let pair = self.paired_floor(mode, Pairing::Latency)?;
                 let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
                 let out = openloop::rill(&engine, &ids, shape, timing, seed);
                 shutdown(engine)?;
-                Ok(one(out?))
+                Ok(one(paired(out?, &pair, Pairing::Latency)))
             }
             Action::Open(shape) => {
                 let dir = self.fresh_dir()?;

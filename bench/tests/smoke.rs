@@ -3,7 +3,8 @@
 //! every compiled-in peer, G with the bench binary itself as the child
 //! writer), and produces well-formed results: a sample per cell with
 //! positive figures, JSON lines that parse and carry the machine
-//! fingerprint, a markdown table and an SVG. No figure is judged.
+//! fingerprint, a markdown table and an SVG; A, B and C carry their
+//! window's cost per record. No figure is judged.
 
 use std::collections::BTreeSet;
 
@@ -48,7 +49,20 @@ fn every_workload_runs_and_reports() {
     }
     assert_eq!(kinds, ["run", "sample", "summary"].map(String::from).into_iter().collect());
     let md = std::fs::read_to_string(&report.written.markdown).expect("markdown written");
-    assert!(md.contains("| workload | cell | record | rill rec/s"), "{md}");
+    assert!(md.contains("| workload | cell | record | rill window | rill rec/s"), "{md}");
+    assert!(md.contains("### Cost per acknowledged record (measured window only)"), "{md}");
+    // Every closed- and open-loop run carries its window's cost; rill's
+    // also its engine counters, its steady-state label and its paired floor.
+    for s in report.samples.iter().filter(|s| matches!(s.workload, Workload::A | Workload::B | Workload::C)) {
+        let o = &s.outcome;
+        assert!(o.extra("cpu_us_per_rec").is_some_and(|c| c > 0.0), "{s:?}");
+        assert!(o.extra("ctx_switches_per_rec").is_some(), "{s:?}");
+        if s.peer == "rill" {
+            assert!(o.extra("steady").is_some() && o.extra("eng_accepted_per_rec").is_some(), "{s:?}");
+            let paired = if s.workload == Workload::C { "pair_floor_p99_us" } else { "pair_floor_mib_per_s" };
+            assert!(o.extra(paired).is_some_and(|f| f > 0.0), "{s:?}");
+        }
+    }
     assert!(md.contains("machine:"));
     let svg = std::fs::read_to_string(&report.written.plot).expect("plot written");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));

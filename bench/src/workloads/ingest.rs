@@ -16,6 +16,10 @@
 //! call's latency). rill's temporary errors (backpressure) are retried
 //! after a backoff ([`crate::retry`]) and counted. After a rill run every stream's append count and tail
 //! are checked against the appends acknowledged to it.
+//!
+//! Client threads are named `bench-client-<n>`, and a window observer
+//! ([`crate::window`]) records what the measured time cost in CPU, context
+//! switches, kernel events and (for rill) engine counters.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +33,7 @@ use crate::retry::retrying;
 use crate::rill_side::check_tails;
 use crate::sample::Outcome;
 use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
+use crate::window;
 
 /// The shape of an ingest run.
 #[derive(Clone, Debug)]
@@ -104,26 +109,37 @@ pub fn rill(
     let payload = filler(shape.record_bytes, seed);
     let picker = Picker::new(ids.len(), shape.zipf);
     let clock = Clock::start(timing);
-    let tallies: Vec<Result<Tally>> = std::thread::scope(|scope| {
+    let acks = window::Acks::new(shape.clients);
+    let (tallies, seen): (Vec<Result<Tally>>, _) = std::thread::scope(|scope| {
+        let observer = window::observe(scope, clock, &acks, Some(engine));
         let handles: Vec<_> = (0..shape.clients)
             .map(|c| {
-                let (payload, picker) = (&payload, &picker);
-                scope.spawn(move || rill_client(engine, ids, picker, shape, payload, clock, seed + c as u64))
+                let (payload, picker, acks) = (&payload, &picker, &acks);
+                window::client_thread(scope, c, acks, move || {
+                    let me = Client { acks, n: c };
+                    rill_client(engine, ids, picker, shape, payload, clock, seed + c as u64, me)
+                })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("client thread")).collect()
+        let tallies = handles.into_iter().map(|h| h.join().expect("client thread")).collect();
+        (tallies, observer.join().expect("window observer"))
     });
     let (ops, latency, acked, retries) = merge(tallies, ids.len())?;
     check_tails(engine, ids, &acked, shape.record_bytes)?;
-    Ok(Outcome {
-        ops,
-        bytes: ops * shape.record_bytes as u64,
-        seconds: timing.measure.as_secs_f64(),
-        latency,
-        extra: vec![("backpressure_retries", retries as f64)],
-    })
+    let bytes = ops * shape.record_bytes as u64;
+    let mut extra = vec![("backpressure_retries", retries as f64)];
+    extra.extend(seen.extras(shape.record_bytes as u64));
+    Ok(Outcome { ops, bytes, seconds: timing.measure.as_secs_f64(), latency, extra })
 }
 
+/// A client thread's place in the window's acknowledgement count.
+#[derive(Clone, Copy)]
+struct Client<'a> {
+    acks: &'a window::Acks,
+    n: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn rill_client(
     engine: &Engine,
     ids: &[StreamId],
@@ -132,9 +148,10 @@ fn rill_client(
     payload: &Bytes,
     clock: Clock,
     seed: u64,
+    me: Client<'_>,
 ) -> Result<Tally> {
     if shape.batch > 1 {
-        return rill_batch_client(engine, ids, picker, shape, payload, clock, seed);
+        return rill_batch_client(engine, ids, picker, shape, payload, clock, seed, me);
     }
     let window = shape.window;
     futures::executor::block_on(async {
@@ -167,6 +184,7 @@ fn rill_client(
                 .into());
             }
             tally.acked[s] += 1;
+            me.acks.add(me.n, 1);
             if began >= clock.from {
                 record_since(&mut tally.latency, began, answered);
             }
@@ -179,6 +197,7 @@ fn rill_client(
 }
 
 /// [`rill_client`] with `append_batch` requests of `shape.batch` records.
+#[allow(clippy::too_many_arguments)]
 fn rill_batch_client(
     engine: &Engine,
     ids: &[StreamId],
@@ -187,6 +206,7 @@ fn rill_batch_client(
     payload: &Bytes,
     clock: Clock,
     seed: u64,
+    me: Client<'_>,
 ) -> Result<Tally> {
     futures::executor::block_on(async {
         let len = payload.len() as u64;
@@ -232,6 +252,7 @@ fn rill_batch_client(
                 }
             }
             tally.acked[s] += n;
+            me.acks.add(me.n, n);
             if began >= clock.from {
                 let ns = answered.saturating_duration_since(began).as_nanos().max(1) as u64;
                 tally.latency.saturating_record_n(ns, n);
@@ -249,11 +270,13 @@ pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u6
     let payload = filler(shape.record_bytes, seed);
     let picker = Picker::new(shape.streams, shape.zipf);
     let clock = Clock::start(timing);
-    let tallies: Vec<Result<Tally>> = std::thread::scope(|scope| {
+    let acks = window::Acks::new(shape.clients);
+    let (tallies, seen): (Vec<Result<Tally>>, _) = std::thread::scope(|scope| {
+        let observer = window::observe(scope, clock, &acks, None);
         let handles: Vec<_> = (0..shape.clients)
             .map(|c| {
-                let (payload, picker) = (&payload, &picker);
-                scope.spawn(move || {
+                let (payload, picker, acks) = (&payload, &picker, &acks);
+                window::client_thread(scope, c, acks, move || {
                     let mut rng = Rng::new(seed + c as u64);
                     let mut tally =
                         Tally { in_window: 0, latency: latency_histogram(), acked: Vec::new(), retries: 0 };
@@ -271,6 +294,7 @@ pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u6
                         let began = Instant::now();
                         store.write(&keys, payload)?;
                         let answered = Instant::now();
+                        acks.add(c, keys.len() as u64);
                         if began >= clock.from {
                             let ns = answered.duration_since(began).as_nanos().max(1) as u64;
                             tally.latency.saturating_record_n(ns, keys.len() as u64);
@@ -283,14 +307,16 @@ pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u6
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("client thread")).collect()
+        let tallies = handles.into_iter().map(|h| h.join().expect("client thread")).collect();
+        (tallies, observer.join().expect("window observer"))
     });
     let (ops, latency, _, _) = merge(tallies, 0)?;
+    let bytes = ops * shape.record_bytes as u64;
     Ok(Outcome {
         ops,
-        bytes: ops * shape.record_bytes as u64,
+        bytes,
         seconds: timing.measure.as_secs_f64(),
         latency,
-        extra: Vec::new(),
+        extra: seen.extras(shape.record_bytes as u64),
     })
 }

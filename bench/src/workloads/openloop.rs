@@ -17,6 +17,10 @@
 //!   [`SYNC_MAX_BATCH`] records) and write it as one unit, which is how an
 //!   application would batch a synchronous store under load.
 //!
+//! The driver and the workers are named client threads, and a window
+//! observer ([`crate::window`]) records what the measured time cost (the
+//! peers' schedule thread, which only sleeps and queues, counts as other).
+//!
 //! A driver thread that wakes late (timer slack, a busy CPU) sends late,
 //! and the lateness is counted as latency: the figures can only err on the
 //! pessimistic side.
@@ -35,6 +39,7 @@ use crate::retry::retrying;
 use crate::rill_side::check_tails;
 use crate::sample::Outcome;
 use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
+use crate::window;
 
 /// Worker threads writing to a peer.
 pub const SYNC_WORKERS: usize = 4;
@@ -84,7 +89,8 @@ impl Wake for Unpark {
     }
 }
 
-/// Runs the schedule against an open engine whose streams `ids` exist.
+/// Runs the schedule against an open engine whose streams `ids` exist,
+/// from one driver thread (a named client, so the window counts it).
 pub fn rill(
     engine: &Engine,
     ids: &[StreamId],
@@ -92,10 +98,43 @@ pub fn rill(
     timing: Timing,
     seed: u64,
 ) -> Result<Outcome> {
+    let (schedule, clock) = Schedule::new(shape.rate, timing);
+    let acks = window::Acks::new(1);
+    let (driven, seen) = std::thread::scope(|scope| {
+        let observer = window::observe(scope, clock, &acks, Some(engine));
+        let driver = window::client_thread(scope, 0, &acks, || {
+            drive_rill(engine, ids, shape, seed, schedule, clock, &acks)
+        });
+        (driver.join().expect("driver thread"), observer.join().expect("window observer"))
+    });
+    let Driven { ops, latency, acked, retries } = driven?;
+    check_tails(engine, ids, &acked, shape.record_bytes)?;
+    let bytes = ops * shape.record_bytes as u64;
+    let mut extra = vec![("offered_per_s", shape.rate), ("backpressure_retries", retries as f64)];
+    extra.extend(seen.extras(shape.record_bytes as u64));
+    Ok(Outcome { ops, bytes, seconds: timing.measure.as_secs_f64(), latency, extra })
+}
+
+/// What the rill driver saw.
+struct Driven {
+    ops: u64,
+    latency: hdrhistogram::Histogram<u64>,
+    acked: Vec<u64>,
+    retries: u64,
+}
+
+fn drive_rill(
+    engine: &Engine,
+    ids: &[StreamId],
+    shape: &OpenShape,
+    seed: u64,
+    schedule: Schedule,
+    clock: Clock,
+    acks: &window::Acks,
+) -> Result<Driven> {
     let payload = filler(shape.record_bytes, seed);
     let picker = Picker::new(ids.len(), false);
     let mut rng = Rng::new(seed);
-    let (schedule, clock) = Schedule::new(shape.rate, timing);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut latency = latency_histogram();
@@ -121,6 +160,7 @@ pub fn rill(
             reply?;
             total_retries += retries;
             acked[s] += 1;
+            acks.add(0, 1);
             if due >= clock.from {
                 record_since(&mut latency, due, answered);
             }
@@ -140,15 +180,11 @@ pub fn rill(
             }
         }
     }
-    check_tails(engine, ids, &acked, shape.record_bytes)?;
-    Ok(Outcome {
-        ops,
-        bytes: ops * shape.record_bytes as u64,
-        seconds: timing.measure.as_secs_f64(),
-        latency,
-        extra: vec![("offered_per_s", shape.rate), ("backpressure_retries", total_retries as f64)],
-    })
+    Ok(Driven { ops, latency, acked, retries: total_retries })
 }
+
+/// What one peer worker saw: records acknowledged in the window, latencies.
+type WorkerTally = (u64, hdrhistogram::Histogram<u64>);
 
 /// Runs the schedule against a peer.
 pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64) -> Result<Outcome> {
@@ -156,11 +192,13 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
     let picker = Picker::new(shape.streams, false);
     let (schedule, clock) = Schedule::new(shape.rate, timing);
     let (tx, rx) = crossbeam_channel::unbounded::<Instant>();
-    let results: Vec<Result<(u64, hdrhistogram::Histogram<u64>)>> = std::thread::scope(|scope| {
+    let acks = window::Acks::new(SYNC_WORKERS);
+    let (results, seen): (Vec<Result<WorkerTally>>, _) = std::thread::scope(|scope| {
+        let observer = window::observe(scope, clock, &acks, None);
         let workers: Vec<_> = (0..SYNC_WORKERS)
             .map(|w| {
-                let (rx, payload, picker) = (rx.clone(), &payload, &picker);
-                scope.spawn(move || {
+                let (rx, payload, picker, acks) = (rx.clone(), &payload, &picker, &acks);
+                window::client_thread(scope, w, acks, move || {
                     let mut rng = Rng::new(seed + w as u64);
                     let mut latency = latency_histogram();
                     let mut ops = 0u64;
@@ -183,6 +221,7 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
                         }
                         store.write(&keys, payload)?;
                         let answered = Instant::now();
+                        acks.add(w, dues.len() as u64);
                         for due in &dues {
                             if *due >= clock.from {
                                 record_since(&mut latency, *due, answered);
@@ -208,7 +247,8 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
             }
         }
         drop(tx);
-        workers.into_iter().map(|h| h.join().expect("worker thread")).collect()
+        let results = workers.into_iter().map(|h| h.join().expect("worker thread")).collect();
+        (results, observer.join().expect("window observer"))
     });
     let mut latency = latency_histogram();
     let mut ops = 0;
@@ -217,11 +257,8 @@ pub fn sync(store: &dyn SyncStore, shape: &OpenShape, timing: Timing, seed: u64)
         ops += n;
         latency.add(&h).expect("histograms with the same bounds");
     }
-    Ok(Outcome {
-        ops,
-        bytes: ops * shape.record_bytes as u64,
-        seconds: timing.measure.as_secs_f64(),
-        latency,
-        extra: vec![("offered_per_s", shape.rate)],
-    })
+    let bytes = ops * shape.record_bytes as u64;
+    let mut extra = vec![("offered_per_s", shape.rate)];
+    extra.extend(seen.extras(shape.record_bytes as u64));
+    Ok(Outcome { ops, bytes, seconds: timing.measure.as_secs_f64(), latency, extra })
 }
