@@ -111,6 +111,17 @@ fn skipped_pack_sync_is_caught() {
     assert!(caught.iter().all(|(_, f)| ["cold-files", "read"].contains(&f.check)), "{caught:?}");
 }
 
+// SPEC §6: a batch whose fsync failed is not durable; acknowledging it
+// loses acknowledged writes when the failure is followed by a power cut.
+#[test]
+fn ack_after_failed_fsync_is_caught() {
+    let caught = catch(Bug::AckAfterFailedFsync);
+    assert!(
+        caught.iter().all(|(_, f)| ["acked-lost", "not-a-prefix", "recovery"].contains(&f.check)),
+        "{caught:?}"
+    );
+}
+
 // The shrinker turns a caught failure into a short list of operations that
 // still fails the same check when replayed with `--keep`.
 #[test]
