@@ -60,6 +60,8 @@ pub struct Item {
     pub deduplicated: bool,
     pub closed: bool,
     pub commit_index: u64,
+    /// The producer's highest accepted seq in the request's epoch.
+    pub producer_seq: Option<u64>,
 }
 
 impl Item {
@@ -71,6 +73,7 @@ impl Item {
             deduplicated: reply.deduplicated,
             closed: reply.closed,
             commit_index: reply.commit_index,
+            producer_seq: reply.producer_seq,
         }
     }
 }

@@ -128,7 +128,10 @@ async fn append(ctx: &Ctx, cmd: AppendCmd) -> Result<Response<Body>, Failure> {
         .header(h::STREAM_NEXT_OFFSET, format_offset(reply.next_offset))
         .header_if(reply.closed, h::STREAM_CLOSED, "true");
     if let Some(p) = producer {
-        out = out.header(h::PRODUCER_EPOCH, p.epoch.to_string()).header(h::PRODUCER_SEQ, p.seq.to_string());
+        // The highest seq accepted from this producer, so a retry of an
+        // older seq learns where the producer really is.
+        let seq = reply.producer_seq.unwrap_or(p.seq);
+        out = out.header(h::PRODUCER_EPOCH, p.epoch.to_string()).header(h::PRODUCER_SEQ, seq.to_string());
     }
     Ok(out.build())
 }

@@ -8,7 +8,7 @@
 //! index and the tests check the state separately.
 
 use rill_shard::error::ErrorCode;
-use rill_shard::state::command::{Append, AppendBatch, Close, Create, PublishSnapshot};
+use rill_shard::state::command::{Append, AppendBatch, Close, Create, Producer, PublishSnapshot};
 use rill_shard::state::command::{Command, Effect, Op};
 use rill_shard::StreamId;
 
@@ -26,8 +26,12 @@ impl Model {
         let now = cmd.now_ms;
         let result = match &cmd.op {
             Op::Create(req) => self.create(req, now, &mut effects),
-            Op::Append(req) => self.append(req, now, &mut effects),
-            Op::AppendBatch(req) => self.batch(req, now, &mut effects),
+            Op::Append(req) => self
+                .append(req, now, &mut effects)
+                .map(|o| self.producer_seq(&req.id, req.producer.as_ref(), o)),
+            Op::AppendBatch(req) => self
+                .batch(req, now, &mut effects)
+                .map(|o| self.producer_seq(&req.id, req.producer.as_ref(), o)),
             Op::Close(req) => self.close(req, now, &mut effects),
             Op::Delete(id) => self.delete(id, now, &mut effects),
             Op::SetAttrs { id, attrs } => self.set_attrs(id, attrs.as_deref(), now),
@@ -41,6 +45,29 @@ impl Model {
             Op::CompactCommit(commit) => self.compact(commit, now),
         };
         Observed { result, mutated: self.commit_index != before, effects }
+    }
+
+    /// A producer append reports the producer's last accepted seq in the
+    /// request's epoch, after the command (every landed item of a batch).
+    fn producer_seq(&self, id: &StreamId, producer: Option<&Producer>, outcome: Outcome) -> Outcome {
+        let Some(p) = producer else { return outcome };
+        let highest = self
+            .streams
+            .get(id)
+            .and_then(|s| s.producers.get(&p.id))
+            .filter(|known| known.epoch == p.epoch)
+            .map(|known| known.last_seq);
+        match outcome {
+            Outcome::Appended(item) => Outcome::Appended(Item { producer_seq: highest, ..item }),
+            Outcome::Batch { items, commit_index } => Outcome::Batch {
+                items: items
+                    .into_iter()
+                    .map(|i| i.map(|item| Item { producer_seq: highest, ..item }))
+                    .collect(),
+                commit_index,
+            },
+            other => other,
+        }
     }
 
     fn create(&mut self, req: &Create, now: u64, effects: &mut Vec<Effect>) -> Answer {
@@ -138,6 +165,7 @@ impl Model {
                     deduplicated: false,
                     closed: true,
                     commit_index: self.commit_index,
+                    producer_seq: None,
                 }));
             }
             return Err(Fault::with(ErrorCode::StreamClosed, &[stream.tail()]));

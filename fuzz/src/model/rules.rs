@@ -28,6 +28,7 @@ impl Model {
             deduplicated: false,
             closed: stream.closed,
             commit_index: self.commit_index,
+            producer_seq: None,
         }
     }
 

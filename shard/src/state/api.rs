@@ -322,6 +322,13 @@ pub struct AppendReply {
     pub closed: bool,
     /// The group commit index the append was applied at.
     pub commit_index: u64,
+    /// For a producer's append: the highest seq the stream has accepted
+    /// from that producer in the request's epoch, after this append (its
+    /// own seq when it is new; possibly higher when it is a retry of an
+    /// older one). `None` without a producer, or when the stream does not
+    /// remember the producer in that epoch (an empty close of a closed
+    /// stream consumes no seq).
+    pub producer_seq: Option<u64>,
 }
 
 /// Reply to [`AppendBatch`]: one result per payload, in order.

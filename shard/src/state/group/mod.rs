@@ -47,7 +47,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{ErrorKind, Result};
 use crate::state::api::{BootstrapReply, HeadReply, Read, ReadReply};
-use crate::state::command::{Applied, Command, Effect, Op};
+use crate::state::command::{Applied, Command, Effect, Op, Producer, Response};
 use crate::state::name::StreamId;
 
 // Some of these are used only by the harnesses (feature `internals`).
@@ -174,8 +174,12 @@ impl GroupState {
         let now = cmd.now_ms;
         let result = match &cmd.op {
             Op::Create(req) => self.create(req, now, effects),
-            Op::Append(req) => self.append(req, now, effects),
-            Op::AppendBatch(req) => self.append_batch(req, now, effects),
+            Op::Append(req) => {
+                self.append(req, now, effects).map(|r| self.with_producer_seq(&req.id, req.producer.as_ref(), r))
+            }
+            Op::AppendBatch(req) => self
+                .append_batch(req, now, effects)
+                .map(|r| self.with_producer_seq(&req.id, req.producer.as_ref(), r)),
             Op::Close(req) => self.close(req, now, effects),
             Op::Delete(id) => self.delete(id, now, effects),
             Op::SetAttrs { id, attrs } => self.set_attrs(id, attrs.as_deref(), now),
@@ -192,6 +196,31 @@ impl GroupState {
         debug_assert!(self.commit_index - before <= 1, "one command, one commit index");
         debug_assert!(result.is_ok() || !mutated, "a rejected command must not mutate");
         Applied { result, mutated }
+    }
+
+    /// Stamps a producer append's reply (each landed item of a batch) with
+    /// the producer's highest accepted seq in the request's epoch, as the
+    /// state holds it after the command (SPEC §2 Producers).
+    fn with_producer_seq(&self, id: &StreamId, producer: Option<&Producer>, response: Response) -> Response {
+        let Some(args) = producer else { return response };
+        let highest = self
+            .stream(id)
+            .and_then(|stream| stream.producers.get(&args.id))
+            .filter(|state| state.epoch == args.epoch)
+            .map(|state| state.last_seq);
+        match response {
+            Response::Append(mut reply) => {
+                reply.producer_seq = highest;
+                Response::Append(reply)
+            }
+            Response::Batch(mut batch) => {
+                for reply in batch.items.iter_mut().flatten() {
+                    reply.producer_seq = highest;
+                }
+                Response::Batch(batch)
+            }
+            other => other,
+        }
     }
 
     /// Reads bytes from a stream (SPEC §2 Read). Does not renew: the runtime

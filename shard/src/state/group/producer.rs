@@ -134,6 +134,7 @@ impl Landed {
             deduplicated,
             closed: self.closed,
             commit_index,
+            producer_seq: None,
         }
     }
 }

@@ -35,6 +35,32 @@ fn duplicate_producer_append_returns_original_offsets() {
     assert_eq!((head.append_count, head.tail_offset), (2, 5));
 }
 
+// SPEC §2 producers: every producer append reports the highest seq accepted
+// from that producer in its epoch; a retry of an older seq reports the
+// highest, not its own, and a batch reports it on every landed item.
+#[test]
+fn producer_replies_carry_the_highest_accepted_seq() {
+    let mut h = Harness::new();
+    h.create_plain("s");
+    for seq in 0..3 {
+        let Response::Append(reply) = h.ok(produce("s", b"x", "p", 0, seq)) else { panic!() };
+        assert_eq!(reply.producer_seq, Some(seq));
+    }
+    let Response::Append(dup) = h.ok(produce("s", b"x", "p", 0, 1)) else { panic!() };
+    assert!(dup.deduplicated);
+    assert_eq!(dup.producer_seq, Some(2));
+    let batch = AppendBatch::new(sid("s"), vec![Bytes::from_static(b"y"), Bytes::new()]).producer("p", 0, 3);
+    let Response::Batch(reply) = h.ok(Op::from(batch)) else { panic!() };
+    assert_eq!(reply.items[0].as_ref().unwrap().producer_seq, Some(3));
+    assert!(reply.items[1].is_err());
+    let Response::Append(plain) = h.ok(Op::from(Append::new(sid("s"), Bytes::from_static(b"z")))) else {
+        panic!()
+    };
+    assert_eq!(plain.producer_seq, None);
+    let Response::Append(dup) = h.ok(produce("s", b"x", "p", 0, 2)) else { panic!() };
+    assert_eq!(dup.producer_seq, Some(3));
+}
+
 // SPEC §2 producers: a gap is ProducerSeqConflict with the expected seq; an
 // unknown producer must start at 0.
 #[test]
