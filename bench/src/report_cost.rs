@@ -217,9 +217,10 @@ pub fn section(out: &mut String, s: &[Summary], mode: Mode) {
         "rill's own counters over the window (medians): appends the engine accepted per acknowledged record, \
          flushes committed, groups that took appends and flushed, cores that took appends and wrote a \
          checkpoint (seen as replaced `checkpoints/group-*.snap` files), checkpoint and pack bytes per \
-         payload byte, new WAL segment files, backpressure events. A window is *steady* with a flush per \
-         active group and a checkpoint per active core inside it, else *pre-flush*. WAL batches, parks and \
-         wakes are not engine counters; see the events above.\n"
+         payload byte, new WAL segment files, backpressure events; then the cores' own counters: records \
+         per WAL batch (one device write each), WAL syncs per record, dispatcher parks (slept on an empty \
+         mailbox) and cross-thread wakes per record, checkpoint runs. A window is *steady* with a flush per \
+         active group and a checkpoint per active core inside it, else *pre-flush*.\n"
     );
     let mut eng = Vec::new();
     for x in rill {
@@ -238,6 +239,11 @@ pub fn section(out: &mut String, s: &[Summary], mode: Mode) {
         r.push(median(x, "eng_flushed_bytes_per_payload_byte", small));
         r.push(median(x, "eng_wal_segments_created", count));
         r.push(median(x, "eng_backpressure_events", count));
+        r.push(median(x, "eng_records_per_wal_batch", small));
+        r.push(median(x, "eng_wal_syncs_per_rec", small));
+        r.push(median(x, "eng_parks_per_rec", small));
+        r.push(median(x, "eng_wakes_per_rec", small));
+        r.push(median(x, "eng_checkpoint_runs", count));
         eng.push(r);
     }
     let head: Vec<String> = [
@@ -253,6 +259,11 @@ pub fn section(out: &mut String, s: &[Summary], mode: Mode) {
         "pack B / payload B",
         "new WAL segments",
         "backpressure events",
+        "records / WAL batch",
+        "WAL syncs / rec",
+        "parks / rec",
+        "wakes / rec",
+        "checkpoint runs",
     ]
     .map(String::from)
     .to_vec();

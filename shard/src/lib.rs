@@ -95,6 +95,7 @@ pub use crate::wal::{Durability, WalConfig, WalIo};
 /// The log seam: what a core's log store implements (the write-ahead log,
 /// the in-memory log, the tests' gated logs).
 pub mod log {
+    pub use crate::metrics::LogStats;
     pub use crate::wal::log::{EntryBody, LocalFuture, LogEntry, LogFactory, LogStore, Lsn, MemLog};
 }
 

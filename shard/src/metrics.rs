@@ -119,8 +119,36 @@ pub struct CoreMetrics {
     pub compactions: AtomicU64,
     /// Appends refused at the hot-bytes limit.
     pub cold_backpressure_events: AtomicU64,
+    /// Batches the core's log wrote (one write each).
+    pub wal_batches: AtomicU64,
+    /// Records those batches held.
+    pub wal_records: AtomicU64,
+    /// `fdatasync`s the core's log completed (per batch in `Fsync` mode; per interval otherwise).
+    pub wal_syncs: AtomicU64,
+    /// Bytes the core's log wrote, block padding included.
+    pub wal_bytes_written: AtomicU64,
+    /// Times the core's dispatcher found its mailbox empty and went to sleep.
+    pub dispatcher_parks: AtomicU64,
+    /// Times a sender woke the parked dispatcher (a cross-thread wake each).
+    pub dispatcher_wakes: AtomicU64,
+    /// Checkpoint runs the core completed that wrote at least one group's snapshot.
+    pub checkpoints: AtomicU64,
     append_latency: Mutex<Histogram<u64>>,
     read_latency: Mutex<Histogram<u64>>,
+}
+
+/// What a core's log has done since it opened (zero for logs that do not
+/// count).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Batches written (one device write each).
+    pub batches: u64,
+    /// Records those batches held.
+    pub records: u64,
+    /// Syncs completed.
+    pub syncs: u64,
+    /// Bytes written, padding included.
+    pub bytes_written: u64,
 }
 
 impl Default for CoreMetrics {
@@ -141,6 +169,13 @@ impl Default for CoreMetrics {
             gc_entries: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
             cold_backpressure_events: AtomicU64::new(0),
+            wal_batches: AtomicU64::new(0),
+            wal_records: AtomicU64::new(0),
+            wal_syncs: AtomicU64::new(0),
+            wal_bytes_written: AtomicU64::new(0),
+            dispatcher_parks: AtomicU64::new(0),
+            dispatcher_wakes: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
             append_latency: Mutex::new(new_histogram()),
             read_latency: Mutex::new(new_histogram()),
         }
@@ -159,6 +194,15 @@ impl CoreMetrics {
         self.flushes.fetch_add(1, Relaxed);
         self.flushed_chunks.fetch_add(chunks, Relaxed);
         self.flushed_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Publishes the core's log counters (copied from the core's
+    /// single-threaded log by its acker).
+    pub fn record_log_stats(&self, stats: LogStats) {
+        self.wal_batches.store(stats.batches, Relaxed);
+        self.wal_records.store(stats.records, Relaxed);
+        self.wal_syncs.store(stats.syncs, Relaxed);
+        self.wal_bytes_written.store(stats.bytes_written, Relaxed);
     }
 
     /// Records one append's latency (send to reply).
@@ -197,6 +241,13 @@ impl CoreMetrics {
             gc_entries: self.gc_entries.load(Relaxed),
             compactions: self.compactions.load(Relaxed),
             cold_backpressure_events: self.cold_backpressure_events.load(Relaxed),
+            wal_batches: self.wal_batches.load(Relaxed),
+            wal_records: self.wal_records.load(Relaxed),
+            wal_syncs: self.wal_syncs.load(Relaxed),
+            wal_bytes_written: self.wal_bytes_written.load(Relaxed),
+            dispatcher_parks: self.dispatcher_parks.load(Relaxed),
+            dispatcher_wakes: self.dispatcher_wakes.load(Relaxed),
+            checkpoints: self.checkpoints.load(Relaxed),
         }
     }
 
@@ -290,6 +341,20 @@ pub struct CoreMetricsSnapshot {
     pub compactions: u64,
     /// Appends refused at the hot-bytes limit.
     pub cold_backpressure_events: u64,
+    /// Batches the core's log wrote (one write each).
+    pub wal_batches: u64,
+    /// Records those batches held.
+    pub wal_records: u64,
+    /// `fdatasync`s the core's log completed (per batch in `Fsync` mode; per interval otherwise).
+    pub wal_syncs: u64,
+    /// Bytes the core's log wrote, block padding included.
+    pub wal_bytes_written: u64,
+    /// Times the core's dispatcher found its mailbox empty and went to sleep.
+    pub dispatcher_parks: u64,
+    /// Times a sender woke the parked dispatcher (a cross-thread wake each).
+    pub dispatcher_wakes: u64,
+    /// Checkpoint runs the core completed that wrote at least one group's snapshot.
+    pub checkpoints: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -189,6 +189,50 @@ fn checkpoints_keep_the_wal_bounded() {
     });
 }
 
+// SPEC §8: each core counts what its log and dispatcher did: batches (one
+// per sequential append; fewer than records when appends arrive together),
+// records, a sync per batch in `Fsync` mode, bytes written in whole blocks,
+// parks and cross-thread wakes, and checkpoint runs.
+#[test]
+fn each_core_counts_its_log_batches_syncs_wakes_and_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config::new(dir.path()).cores(1).groups(4).checkpoint_interval(Duration::from_secs(3600));
+    futures::executor::block_on(async {
+        let e = Engine::open(cfg).unwrap();
+        let base = e.metrics().cores[0].clone();
+        let id = sid("b", "counted");
+        e.create(Create::new(id.clone())).await.unwrap();
+        for i in 0..50u8 {
+            e.append(Append::new(id.clone(), vec![i; 100])).await.unwrap();
+        }
+        let sequential = e.metrics().cores[0].clone();
+        let (batches, records) =
+            (sequential.wal_batches - base.wal_batches, sequential.wal_records - base.wal_records);
+        assert_eq!(records, 51, "a create and 50 appends");
+        assert_eq!(batches, 51, "one caller, one append at a time: a batch each");
+        assert_eq!(sequential.wal_syncs - base.wal_syncs, batches);
+        assert_eq!((sequential.wal_bytes_written - base.wal_bytes_written) % 4096, 0);
+        assert!(sequential.wal_bytes_written - base.wal_bytes_written >= 51 * 4096);
+        assert!(sequential.dispatcher_parks > base.dispatcher_parks);
+        assert!(sequential.dispatcher_wakes > base.dispatcher_wakes);
+
+        let burst = (0..256u32).map(|i| e.append(Append::new(id.clone(), i.to_le_bytes().to_vec())));
+        for reply in futures::future::join_all(burst).await {
+            reply.unwrap();
+        }
+        let after = e.metrics().cores[0].clone();
+        let (batches, records) =
+            (after.wal_batches - sequential.wal_batches, after.wal_records - sequential.wal_records);
+        assert_eq!(records, 256);
+        assert!(batches < records, "256 appends in flight together shared batches, got {batches}");
+
+        assert_eq!(after.checkpoints, base.checkpoints);
+        e.checkpoint().await.unwrap();
+        assert_eq!(e.metrics().cores[0].checkpoints, after.checkpoints + 1);
+        e.shutdown().await.unwrap();
+    });
+}
+
 // SPEC §1: the group count is fixed for a data directory; the core count may
 // change (groups are re-homed) and nothing is lost.
 #[test]

@@ -3,10 +3,9 @@
 //! from outside in the data directory.
 //!
 //! The engine counts accepted appends, applied commands, routed requests,
-//! backpressure events and flushes (per core and per group). It does not
-//! count WAL batches, syncs, parks, wakes or checkpoints; the first four
-//! come from kernel tracepoints instead ([`super::perf`]), and checkpoints
-//! are seen on disk: a checkpoint rewrites `checkpoints/group-<g>.snap` of
+//! backpressure events and flushes (per core and per group), and per core
+//! its WAL batches, records, syncs, dispatcher parks and wakes and
+//! checkpoint runs. Which cores checkpointed is also seen on disk: a checkpoint rewrites `checkpoints/group-<g>.snap` of
 //! every changed group by writing a temporary file and renaming it over the
 //! old one, so a group whose file has a new inode (or appeared) was
 //! checkpointed; its core is the group's core in the metrics. A checkpoint
@@ -87,6 +86,14 @@ pub struct Delta {
     pub checkpoint_files: u64,
     pub checkpoint_bytes: u64,
     pub wal_segments_created: u64,
+    /// The cores' own log and dispatcher counters.
+    pub wal_batches: u64,
+    pub wal_records: u64,
+    pub wal_syncs: u64,
+    pub dispatcher_parks: u64,
+    pub dispatcher_wakes: u64,
+    /// Checkpoint runs that wrote something, counted by the cores.
+    pub checkpoint_runs: u64,
 }
 
 impl Delta {
@@ -118,6 +125,14 @@ pub fn delta(before: &Mark, after: &Mark) -> Delta {
         backpressure_events: pressure(a).saturating_sub(pressure(b)),
         flushes: core_sum(a, |c| c.flushes).saturating_sub(core_sum(b, |c| c.flushes)),
         flushed_bytes: core_sum(a, |c| c.flushed_bytes).saturating_sub(core_sum(b, |c| c.flushed_bytes)),
+        wal_batches: core_sum(a, |c| c.wal_batches).saturating_sub(core_sum(b, |c| c.wal_batches)),
+        wal_records: core_sum(a, |c| c.wal_records).saturating_sub(core_sum(b, |c| c.wal_records)),
+        wal_syncs: core_sum(a, |c| c.wal_syncs).saturating_sub(core_sum(b, |c| c.wal_syncs)),
+        dispatcher_parks: core_sum(a, |c| c.dispatcher_parks)
+            .saturating_sub(core_sum(b, |c| c.dispatcher_parks)),
+        dispatcher_wakes: core_sum(a, |c| c.dispatcher_wakes)
+            .saturating_sub(core_sum(b, |c| c.dispatcher_wakes)),
+        checkpoint_runs: core_sum(a, |c| c.checkpoints).saturating_sub(core_sum(b, |c| c.checkpoints)),
         ..Delta::default()
     };
     let earlier: BTreeMap<u32, &rill::GroupMetricsSnapshot> = b.groups.iter().map(|g| (g.group, g)).collect();

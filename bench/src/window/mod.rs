@@ -330,6 +330,13 @@ impl Window {
                 out.push(("eng_flushed_bytes_per_payload_byte", e.flushed_bytes as f64 / bytes as f64));
             }
             out.push(("eng_wal_segments_created", e.wal_segments_created as f64));
+            if e.wal_batches > 0 {
+                out.push(("eng_records_per_wal_batch", e.wal_records as f64 / e.wal_batches as f64));
+            }
+            out.push(("eng_wal_syncs_per_rec", per(e.wal_syncs as f64)));
+            out.push(("eng_parks_per_rec", per(e.dispatcher_parks as f64)));
+            out.push(("eng_wakes_per_rec", per(e.dispatcher_wakes as f64)));
+            out.push(("eng_checkpoint_runs", e.checkpoint_runs as f64));
             out.push(("steady", if e.steady() { 1.0 } else { 0.0 }));
         }
         out

@@ -90,6 +90,32 @@ pub(crate) fn render(engine: &Engine, stats: &HttpStats) -> String {
     for c in &m.cores {
         let _ = writeln!(out, "rill_core_mailbox_depth{{core=\"{}\"}} {}", c.core, c.mailbox_depth);
     }
+    type CoreCounter = fn(&crate::CoreMetricsSnapshot) -> u64;
+    let per_core: [(&str, &str, CoreCounter); 7] = [
+        ("rill_core_wal_batches_total", "WAL batches written, per core.", |c| c.wal_batches),
+        ("rill_core_wal_records_total", "Records in those batches, per core.", |c| c.wal_records),
+        ("rill_core_wal_syncs_total", "WAL syncs completed, per core.", |c| c.wal_syncs),
+        ("rill_core_wal_bytes_written_total", "WAL bytes written (padding included), per core.", |c| {
+            c.wal_bytes_written
+        }),
+        (
+            "rill_core_dispatcher_parks_total",
+            "Times the dispatcher slept on an empty mailbox, per core.",
+            |c| c.dispatcher_parks,
+        ),
+        ("rill_core_dispatcher_wakes_total", "Cross-thread wakes of a parked dispatcher, per core.", |c| {
+            c.dispatcher_wakes
+        }),
+        ("rill_core_checkpoints_total", "Checkpoint runs that wrote a snapshot, per core.", |c| {
+            c.checkpoints
+        }),
+    ];
+    for (name, help, value) in per_core {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for c in &m.cores {
+            let _ = writeln!(out, "{name}{{core=\"{}\"}} {}", c.core, value(c));
+        }
+    }
     latency(&mut out, "rill_append_latency_us", "Append commit latency, microseconds.", &m.append_latency);
     latency(&mut out, "rill_read_latency_us", "Read latency, microseconds.", &m.read_latency);
     let _ = writeln!(out, "# HELP rill_http_responses_total HTTP responses by status class.\n# TYPE rill_http_responses_total counter");

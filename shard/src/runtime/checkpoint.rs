@@ -56,6 +56,9 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
             CheckpointStep::Done => break,
         }
     }
+    if run.written() > 0 {
+        core.metrics.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     tracing::debug!(
         core = core.id,
         groups = run.written(),

@@ -134,6 +134,7 @@ impl Commit {
     /// Completes every queued item the log has made durable (or fails the
     /// rest when the core has failed).
     fn release(&self, core: &Rc<Core>) {
+        core.metrics.record_log_stats(self.log.stats());
         let durable = self.log.durable_lsn();
         let failure = self.failure();
         let mut ready = Vec::new();

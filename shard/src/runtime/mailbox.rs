@@ -17,7 +17,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{fence, AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{fence, AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
@@ -54,6 +54,7 @@ pub struct MailboxSender {
 pub struct MailboxReceiver {
     rx: Receiver<Mail>,
     shared: Arc<Shared>,
+    metrics: Arc<CoreMetrics>,
 }
 
 /// Creates one core's mailbox.
@@ -66,8 +67,8 @@ pub fn mailbox(
     let (tx, rx) = crossbeam_channel::bounded(capacity);
     let shared = Arc::new(Shared::default());
     (
-        MailboxSender { core, capacity, policy, tx, shared: shared.clone(), metrics },
-        MailboxReceiver { rx, shared },
+        MailboxSender { core, capacity, policy, tx, shared: shared.clone(), metrics: metrics.clone() },
+        MailboxReceiver { rx, shared, metrics },
     )
 }
 
@@ -85,6 +86,7 @@ impl MailboxSender {
     fn wake_dispatcher(&self) {
         fence(SeqCst);
         if self.shared.parked.swap(false, SeqCst) {
+            self.metrics.dispatcher_wakes.fetch_add(1, Relaxed);
             self.shared.dispatcher.wake();
         }
     }
@@ -190,7 +192,10 @@ impl MailboxReceiver {
                 self.release_space();
                 Poll::Ready(true)
             }
-            Err(TryRecvError::Empty) => Poll::Pending,
+            Err(TryRecvError::Empty) => {
+                self.metrics.dispatcher_parks.fetch_add(1, Relaxed);
+                Poll::Pending
+            }
             Err(TryRecvError::Disconnected) => Poll::Ready(false),
         }
     }

@@ -23,6 +23,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::error::Result;
+use crate::metrics::LogStats;
 use crate::state::command::Command;
 
 /// A boxed, single-threaded future (stores live on one core).
@@ -89,6 +90,11 @@ pub trait LogStore: fmt::Debug {
     /// Bytes the log currently keeps on its device.
     fn live_bytes(&self) -> u64 {
         0
+    }
+
+    /// Counters of what the log has done.
+    fn stats(&self) -> LogStats {
+        LogStats::default()
     }
 }
 

@@ -29,6 +29,7 @@ use super::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOC
 use crate::error::{Error, Result};
 use crate::local::LocalSignal;
 use crate::wal::log::{EntryBody, LocalFuture, LogEntry, LogStore, Lsn};
+use crate::metrics::LogStats;
 
 struct Active {
     name: String,
@@ -58,6 +59,8 @@ struct State {
     retired_through: Lsn,
     /// The next segment, created and zero-filled ahead of time.
     spare: Spare,
+    /// What the writer has done (batches, records, syncs, bytes).
+    stats: LogStats,
 }
 
 /// The preallocated next segment. Writing into zeros already on disk lets
@@ -238,6 +241,12 @@ impl Inner {
             active.last_lsn = last_lsn;
         }
         st.live_bytes += len;
+        st.stats.batches += 1;
+        st.stats.records += last_lsn + 1 - first_lsn;
+        st.stats.bytes_written += len;
+        if self.config.durability == Durability::Fsync {
+            st.stats.syncs += 1;
+        }
         st.durable_lsn = last_lsn;
         drop(st);
         self.wake_all();
@@ -374,6 +383,7 @@ impl Inner {
                 if let Err(err) = file.sync().await {
                     return self.fail(err);
                 }
+                self.state.borrow_mut().stats.syncs += 1;
             }
         }
     }
@@ -442,5 +452,9 @@ impl LogStore for WalLog {
 
     fn live_bytes(&self) -> u64 {
         self.inner.state.borrow().live_bytes
+    }
+
+    fn stats(&self) -> LogStats {
+        self.inner.state.borrow().stats
     }
 }
