@@ -21,6 +21,7 @@ pub mod progress;
 pub mod quick;
 pub mod report;
 pub mod report_cost;
+pub mod report_table;
 pub mod retry;
 pub mod rill_side;
 pub mod sample;

@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 
 use crate::machine::Machine;
 use crate::report_cost;
+use crate::report_table::{cells, peers_of, ranged, table};
 use crate::sample::{find, paired_ratio, Outcome, Sample, Stat, Summary, Workload};
 use crate::util::{bytes_label, Mode, RELAXED_SYNC};
 
@@ -82,15 +83,6 @@ pub fn rate(x: f64) -> String {
         format!("{x:.0}")
     } else {
         format!("{x:.1}")
-    }
-}
-
-/// A median with its range.
-pub fn ranged(s: Stat, f: fn(f64) -> String) -> String {
-    if s.min == s.max {
-        f(s.median)
-    } else {
-        format!("{} ({}–{})", f(s.median), f(s.min), f(s.max))
     }
 }
 
@@ -179,46 +171,6 @@ fn pushback_note(out: &mut String, s: &[Summary], workloads: &[Workload], mode: 
             hit.join("; ")
         );
     }
-}
-
-/// Cells of `(workload, mode)`, in order of first appearance.
-pub(crate) fn cells(summaries: &[Summary], workload: Workload, mode: Option<Mode>) -> Vec<(String, usize)> {
-    let mut out: Vec<(String, usize)> = Vec::new();
-    for s in summaries.iter().filter(|s| s.key.workload == workload && s.key.mode == mode) {
-        let c = (s.key.cell.clone(), s.key.record_bytes);
-        if !out.contains(&c) {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Peers other than rill measured in `workloads` of `mode`.
-pub(crate) fn peers_of(summaries: &[Summary], workloads: &[Workload], mode: Option<Mode>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for s in summaries {
-        if workloads.contains(&s.key.workload)
-            && s.key.mode == mode
-            && s.key.peer != "rill"
-            && !out.contains(&s.key.peer)
-        {
-            out.push(s.key.peer.clone());
-        }
-    }
-    out
-}
-
-pub(crate) fn table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
-    let _ = writeln!(out, "| {} |", header.join(" | "));
-    let _ = writeln!(
-        out,
-        "|{}",
-        header.iter().enumerate().map(|(i, _)| if i < 3 { "---|" } else { "---:|" }).collect::<String>()
-    );
-    for r in rows {
-        let _ = writeln!(out, "| {} |", r.join(" | "));
-    }
-    out.push('\n');
 }
 
 fn throughput_section(out: &mut String, s: &[Summary], samples: &[Sample], mode: Mode) {

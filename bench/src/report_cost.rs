@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{cells, peers_of, ranged, table};
+use crate::report_table::{cells, peers_of, ranged, table};
 use crate::sample::{find, Summary, Workload};
 use crate::util::{bytes_label, Mode};
 use crate::window::STEAL_FLAG_PCT;

@@ -25,6 +25,7 @@
 //! stay per record; the observed length over the nominal one is kept
 //! (`observed_share`) and the report flags windows seen below 90%.
 
+pub mod clock;
 pub mod engine;
 pub mod perf;
 pub mod procstat;
@@ -38,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use rill::Engine;
 
-use crate::workloads::ingest::Clock;
+pub use clock::{Clock, Timing};
 use tasks::{Class, ClassDelta};
 
 /// Steal above this share of a window flags it in the report.

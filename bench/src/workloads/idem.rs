@@ -20,11 +20,11 @@ use std::time::Instant;
 use futures::stream::{FuturesUnordered, StreamExt};
 use rill::{Append, Engine, StreamId};
 
-use super::ingest::{Clock, Timing};
 use crate::retry::retrying;
 use crate::rill_side::check_tails;
 use crate::sample::Outcome;
 use crate::util::{filler, latency_histogram, record_since, Result, Rng};
+use crate::window::{Clock, Timing};
 
 /// The shape of an idempotence run.
 #[derive(Clone, Debug)]

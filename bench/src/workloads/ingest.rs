@@ -21,7 +21,7 @@
 //! ([`crate::window`]) records what the measured time cost in CPU, context
 //! switches, kernel events and (for rill) engine counters.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -33,7 +33,7 @@ use crate::retry::retrying;
 use crate::rill_side::check_tails;
 use crate::sample::Outcome;
 use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
-use crate::window;
+use crate::window::{self, Clock, Timing};
 
 /// The shape of an ingest run.
 #[derive(Clone, Debug)]
@@ -45,31 +45,6 @@ pub struct IngestShape {
     pub record_bytes: usize,
     /// Records per request (1: `append`; more: `append_batch`).
     pub batch: usize,
-}
-
-/// Warm-up and measured time of a run.
-#[derive(Clone, Copy, Debug)]
-pub struct Timing {
-    pub warmup: Duration,
-    pub measure: Duration,
-}
-
-/// The measured phase, as instants.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    pub from: Instant,
-    pub stop: Instant,
-}
-
-impl Clock {
-    pub fn start(t: Timing) -> Clock {
-        let from = Instant::now() + t.warmup;
-        Clock { from, stop: from + t.measure }
-    }
-
-    pub fn inside(&self, at: Instant) -> bool {
-        at >= self.from && at <= self.stop
-    }
 }
 
 /// What one client saw.

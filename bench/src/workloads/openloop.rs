@@ -33,13 +33,13 @@ use std::time::{Duration, Instant};
 use futures::stream::{FuturesUnordered, StreamExt};
 use rill::{Append, Engine, StreamId};
 
-use super::ingest::{Clock, Timing};
 use crate::peers::SyncStore;
 use crate::retry::retrying;
 use crate::rill_side::check_tails;
 use crate::sample::Outcome;
 use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
 use crate::window;
+use crate::window::{Clock, Timing};
 
 /// Worker threads writing to a peer.
 pub const SYNC_WORKERS: usize = 4;

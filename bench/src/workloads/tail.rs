@@ -24,11 +24,11 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use hdrhistogram::Histogram;
 use rill::{Append, Engine, Read, StreamId};
 
-use super::ingest::{Clock, Timing};
 use super::openloop::Unpark;
 use crate::retry::retrying;
 use crate::sample::Outcome;
 use crate::util::{latency_histogram, record_since, Result};
+use crate::window::{Clock, Timing};
 
 /// Threads the readers' futures run on.
 pub const READER_THREADS: usize = 2;
