@@ -25,7 +25,7 @@ use rill_shard::node::calls::{self, output, Call};
 use rill_shard::node::{mailbox, MailboxSender};
 use rill_shard::node::{recovery, WalLog};
 use rill_shard::node::{system_clock, CoreSpec};
-use rill_shard::node::{CoreTask, Envelope, Mail};
+use rill_shard::node::{CoreTask, Letter, LetterBatch, Mail, Request};
 use rill_shard::node::{FsPackDir, PackDir};
 use rill_shard::GroupState;
 use rill_shard::{CoreMetrics, GroupMetrics};
@@ -37,6 +37,14 @@ use crate::shape;
 
 /// How long dropping the last handle waits for the cores to stop.
 const DROP_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The items of an [`Engine::append_many`] that go to one core: their
+/// places in the call and their requests, in order.
+#[derive(Default)]
+struct CoreShare {
+    indexes: Vec<usize>,
+    requests: Vec<(u32, Request)>,
+}
 
 /// A handle to an open engine.
 #[derive(Clone, Debug)]
@@ -130,9 +138,9 @@ impl Engine {
         }
         let (tx, rx) = oneshot::channel();
         let request = call.into_request();
-        let env = Envelope { group: placement.group, request, reply: tx, sent_at: Instant::now() };
+        let letter = Letter { group: placement.group, request, reply: tx, sent_at: Instant::now() };
         inner.mailboxes[placement.core]
-            .send(Mail::Request(Box::new(env)))
+            .send(Mail::Request(Box::new(letter)))
             .await
             .map_err(|e| e.with_placement(placement))?;
         match rx.await {
@@ -186,6 +194,85 @@ impl Engine {
         self.check_payload(req.payloads.iter().map(|p| p.len() as u64).sum())?;
         let placement = self.locate(&req.id);
         self.call(placement, req).await
+    }
+
+    /// Appends to any streams in one call: the items are split by core and
+    /// each core gets them in one mailbox message, so a call costs one
+    /// send and one wake per core it touches rather than per item.
+    ///
+    /// Item `i`'s result is at index `i`, exactly as if the items had been
+    /// issued one by one in order: items for one stream are applied in
+    /// their order here; items for different streams are independent (one
+    /// failing does not stop the others). An item that fails on its own
+    /// (an empty or oversized payload, a missing or closed stream, a
+    /// producer fence, an `Overloaded` group or mailbox) gets its error in
+    /// its place. Every `Ok` is durable, like [`Engine::append`]'s. The
+    /// call itself fails only when the engine is shut down or when it
+    /// holds more than `max_batch_items` items; an empty list answers an
+    /// empty list.
+    pub async fn append_many(&self, items: Vec<Append>) -> Result<Vec<Result<AppendReply>>> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::ShuttingDown));
+        }
+        let limit = inner.config.limits.max_batch_items;
+        if items.len() > limit {
+            return Err(Error::bad_request(format!(
+                "append_many takes at most {limit} items, got {}",
+                items.len()
+            )));
+        }
+        let mut results: Vec<Option<Result<AppendReply>>> = (0..items.len()).map(|_| None).collect();
+        let mut placements = Vec::with_capacity(items.len());
+        let mut per_core: Vec<CoreShare> = (0..inner.mailboxes.len()).map(|_| CoreShare::default()).collect();
+        for (index, item) in items.into_iter().enumerate() {
+            let placement = self.locate(&item.id);
+            placements.push(placement);
+            if item.payload.is_empty() && !item.close_after {
+                results[index] = Some(Err(Error::new(ErrorKind::EmptyAppend).with_placement(placement)));
+                continue;
+            }
+            if let Err(err) = self.check_payload(item.payload.len() as u64) {
+                results[index] = Some(Err(err.with_placement(placement)));
+                continue;
+            }
+            let share = &mut per_core[placement.core];
+            share.indexes.push(index);
+            share.requests.push((placement.group, item.into_request()));
+        }
+        let sent_at = Instant::now();
+        let mut waiting = Vec::new();
+        for (core, CoreShare { indexes, requests }) in per_core.into_iter().enumerate() {
+            if indexes.is_empty() {
+                continue;
+            }
+            let (tx, rx) = oneshot::channel();
+            let batch = LetterBatch { items: requests, reply: tx, sent_at };
+            match inner.mailboxes[core].send(Mail::Batch(Box::new(batch))).await {
+                Ok(()) => waiting.push((indexes, rx)),
+                Err(err) => {
+                    for index in indexes {
+                        results[index] = Some(Err(err.clone().with_placement(placements[index])));
+                    }
+                }
+            }
+        }
+        for (indexes, rx) in waiting {
+            let replies = rx.await.ok();
+            let mut replies = replies.into_iter().flatten();
+            for index in indexes {
+                let placement = placements[index];
+                let result = match replies.next() {
+                    Some(reply) => reply.and_then(output::<Append>),
+                    None => Err(Error::new(ErrorKind::ShuttingDown)),
+                };
+                results[index] = Some(result.map_err(|e| e.with_placement(placement)));
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::new(ErrorKind::Internal { what: "append_many" }))))
+            .collect())
     }
 
     /// Reads bytes at an offset.

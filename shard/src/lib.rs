@@ -105,7 +105,7 @@ pub mod log {
 pub mod node {
     pub use crate::packs::{cold_dir, remove_orphan_packs, FsPackDir, PackDir};
     pub use crate::runtime::calls;
-    pub use crate::runtime::envelope::{ColdJob, CoreTask, Envelope, Mail};
+    pub use crate::runtime::envelope::{ColdJob, CoreTask, Envelope, Letter, LetterBatch, Mail, Request};
     pub use crate::runtime::mailbox::{mailbox, MailboxSender};
     pub use crate::runtime::{run_core, system_clock, Clock, CoreSpec};
     pub use crate::wal::{recovery, WalLog};

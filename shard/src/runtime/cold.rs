@@ -37,7 +37,7 @@ async fn call<C: Call>(group: &Group, call: C) -> Result<C::Output> {
     group.push(Envelope {
         group: group.id,
         request: call.into_request(),
-        reply: tx,
+        reply: tx.into(),
         sent_at: Instant::now(),
     });
     output::<C>(rx.await.map_err(|_| Error::new(ErrorKind::ShuttingDown))??)

@@ -1,21 +1,29 @@
 //! What travels through a core's mailbox: a routed request with its reply
-//! channel, or a control message.
+//! channel, a batch of routed requests with one reply channel for all of
+//! them, or a control message.
 //!
 //! A [`Request`] is either a logged mutation ([`Request::Mutate`], carrying
 //! the state machine's own [`Op`]) or one of the few things a group answers
 //! without logging (reads, metadata, snapshots, a durability barrier): the
-//! vocabulary of mutations is written once, in `state::command`. An
-//! [`Envelope`] is built by the engine handle on any thread and consumed on
-//! the owner core. Its `reply` is a oneshot the core completes exactly once
-//! (dropping it unanswered only happens when the core stops, which the
-//! caller sees as `ShuttingDown`). Typed calls over this vocabulary are in
-//! [`super::calls`].
+//! vocabulary of mutations is written once, in `state::command`.
+//!
+//! A [`Letter`] (one request) or a [`LetterBatch`] (many, for any groups of
+//! one core) is built by the engine handle on any thread and crosses into
+//! the owner core. There the dispatcher turns every request into a
+//! core-local [`Envelope`] whose [`ReplyTx`] is either the letter's own
+//! oneshot or a slot of the batch's [`BatchReplies`]: a batch costs one
+//! mailbox send and one wake each way however many items it holds. Every
+//! reply destination is completed exactly once; one dropped unanswered
+//! (only when the core stops) answers `ShuttingDown`, so a batch always
+//! completes. Typed calls over this vocabulary are in [`super::calls`].
 
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::state::api::{BootstrapReply, GroupSnapshot, HeadReply, Read, ReadReply};
 use crate::state::command::{Op, Response};
 use crate::state::name::StreamId;
@@ -91,10 +99,149 @@ pub enum Reply {
     Done,
 }
 
-/// The sending half of a reply.
-pub type ReplyTx = oneshot::Sender<Result<Reply>>;
+/// The sending half of one reply, as it crosses threads.
+pub type ReplySender = oneshot::Sender<Result<Reply>>;
 
-/// A request addressed to a group, with its reply channel.
+/// The sending half of a batch's replies, one per item in order.
+pub type BatchSender = oneshot::Sender<Vec<Result<Reply>>>;
+
+/// One request addressed to a group, as it crosses into the core.
+#[derive(Debug)]
+pub struct Letter {
+    /// The group the request is for.
+    pub group: u32,
+    /// What is asked.
+    pub request: Request,
+    /// Where the answer goes.
+    pub reply: ReplySender,
+    /// When the caller sent it (for latency histograms).
+    pub sent_at: Instant,
+}
+
+/// Requests for any groups of one core, answered together: item `i`'s
+/// result is at index `i` of the reply. Items for one group are served in
+/// the order they have here.
+#[derive(Debug)]
+pub struct LetterBatch {
+    /// `(group, request)` pairs.
+    pub items: Vec<(u32, Request)>,
+    /// Where the answers go, once every item has one.
+    pub reply: BatchSender,
+    /// When the caller sent it (for latency histograms).
+    pub sent_at: Instant,
+}
+
+/// Where one reply goes, on the core.
+#[derive(Debug)]
+pub enum ReplyTx {
+    /// A caller awaiting this reply alone.
+    One(ReplySender),
+    /// One item of a batch.
+    Slot(Slot),
+    /// Nobody: a request the core made for itself (expiry, renewals).
+    Nowhere,
+}
+
+impl ReplyTx {
+    /// Delivers the reply; false when nobody waits for it any more.
+    pub fn send(self, result: Result<Reply>) -> bool {
+        match self {
+            ReplyTx::One(tx) => tx.send(result).is_ok(),
+            ReplyTx::Slot(mut slot) => slot.fill(result),
+            ReplyTx::Nowhere => false,
+        }
+    }
+
+    /// Ready once nobody can receive the reply any more (the caller
+    /// dropped its future).
+    pub fn poll_canceled(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self {
+            ReplyTx::One(tx) => tx.poll_canceled(cx),
+            ReplyTx::Slot(slot) => match slot.batch.tx.borrow_mut().as_mut() {
+                Some(tx) => tx.poll_canceled(cx),
+                None => std::task::Poll::Ready(()),
+            },
+            ReplyTx::Nowhere => std::task::Poll::Ready(()),
+        }
+    }
+}
+
+impl From<ReplySender> for ReplyTx {
+    fn from(tx: ReplySender) -> Self {
+        ReplyTx::One(tx)
+    }
+}
+
+/// The replies of one batch as they arrive (core-local).
+#[derive(Debug)]
+pub struct BatchReplies {
+    results: RefCell<Vec<Option<Result<Reply>>>>,
+    left: Cell<usize>,
+    tx: RefCell<Option<BatchSender>>,
+}
+
+impl BatchReplies {
+    /// Collects `len` replies into `tx` (sent at once when `len` is zero).
+    pub fn new(len: usize, tx: BatchSender) -> Rc<BatchReplies> {
+        let replies = Rc::new(BatchReplies {
+            results: RefCell::new((0..len).map(|_| None).collect()),
+            left: Cell::new(len),
+            tx: RefCell::new(Some(tx)),
+        });
+        if len == 0 {
+            replies.finish();
+        }
+        replies
+    }
+
+    /// The destination of item `index`.
+    pub fn slot(self: &Rc<Self>, index: usize) -> ReplyTx {
+        ReplyTx::Slot(Slot { batch: self.clone(), index, filled: false })
+    }
+
+    fn finish(&self) -> bool {
+        let results = std::mem::take(&mut *self.results.borrow_mut());
+        let results = results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::new(ErrorKind::ShuttingDown))))
+            .collect();
+        self.tx.borrow_mut().take().is_some_and(|tx| tx.send(results).is_ok())
+    }
+}
+
+/// One item's place in a [`BatchReplies`]; filled exactly once (with
+/// `ShuttingDown` if dropped unfilled).
+#[derive(Debug)]
+pub struct Slot {
+    batch: Rc<BatchReplies>,
+    index: usize,
+    filled: bool,
+}
+
+impl Slot {
+    fn fill(&mut self, result: Result<Reply>) -> bool {
+        if std::mem::replace(&mut self.filled, true) {
+            return false;
+        }
+        if let Some(place) = self.batch.results.borrow_mut().get_mut(self.index) {
+            *place = Some(result);
+        }
+        let left = self.batch.left.get().saturating_sub(1);
+        self.batch.left.set(left);
+        left > 0 || self.batch.finish()
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if !self.filled {
+            self.fill(Err(Error::new(ErrorKind::ShuttingDown)));
+        }
+    }
+}
+
+/// A request addressed to a group, on its core, with its reply's
+/// destination.
 #[derive(Debug)]
 pub struct Envelope {
     /// The group the request is for.
@@ -105,6 +252,12 @@ pub struct Envelope {
     pub reply: ReplyTx,
     /// When the caller sent it (for latency histograms).
     pub sent_at: Instant,
+}
+
+impl From<Letter> for Envelope {
+    fn from(l: Letter) -> Self {
+        Envelope { group: l.group, request: l.request, reply: ReplyTx::One(l.reply), sent_at: l.sent_at }
+    }
 }
 
 /// What one cold-tier job does (run on every group of a core).
@@ -122,7 +275,9 @@ pub enum ColdJob {
 #[derive(Debug)]
 pub enum Mail {
     /// A request for one of the core's groups.
-    Request(Box<Envelope>),
+    Request(Box<Letter>),
+    /// Requests for any of the core's groups, answered together.
+    Batch(Box<LetterBatch>),
     /// Checkpoint every group of the core; completed when done.
     Checkpoint(oneshot::Sender<Result<()>>),
     /// Run one cold-tier job over every group of the core now.

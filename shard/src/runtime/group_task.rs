@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use futures::channel::oneshot;
 use futures::future::{select, Either};
 
 use super::commit::{LatencyKind, Pending, PendingReply};
@@ -274,8 +273,8 @@ impl Group {
     /// and expiry"). Runs before the read is answered.
     async fn renew(&self, core: &Rc<Core>, id: &StreamId, now: u64) {
         if self.state.borrow().renewal_due(id, now) {
-            let (tx, _rx) = oneshot::channel();
-            self.mutate_at(core, now, Op::Touch(id.clone()), tx, Instant::now(), LatencyKind::Other).await;
+            let nowhere = ReplyTx::Nowhere;
+            self.mutate_at(core, now, Op::Touch(id.clone()), nowhere, Instant::now(), LatencyKind::Other).await;
         }
     }
 

@@ -42,7 +42,7 @@ use crate::state::group::GroupState;
 use crate::wal::log::LogFactory;
 
 use self::commit::Commit;
-use self::envelope::{Envelope, Mail, Request};
+use self::envelope::{BatchReplies, Envelope, LetterBatch, Mail, ReplyTx, Request};
 use self::group_task::Group;
 use self::mailbox::MailboxReceiver;
 use self::waiters::Waiters;
@@ -212,7 +212,10 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
         }
         for mail in batch.drain(..) {
             match mail {
-                Mail::Request(env) => route(core, *env),
+                Mail::Request(letter) => {
+                    route(core, Envelope::from(*letter), Admission::Check);
+                }
+                Mail::Batch(batch) => route_batch(core, *batch),
                 Mail::Checkpoint(done) => {
                     let c = core.clone();
                     glommio::spawn_local(async move {
@@ -239,28 +242,70 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
     }
 }
 
-/// Files one envelope into its group's queue (or answers it at once).
-fn route(core: &Rc<Core>, env: Envelope) {
+/// Whether [`route`] checks the group's queue depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admission {
+    /// Refuse with `Overloaded` when the group's queue is full.
+    Check,
+    /// Already admitted (a later item of a batch whose group took the first).
+    Admitted,
+}
+
+/// Files a batch's items into their groups' queues, in order, each
+/// answering into its slot of one reply. A group's queue depth is checked
+/// once per batch, at its first item: a group takes all of a batch's items
+/// or none (each then `Overloaded`), so items for one stream never land
+/// out of order with a gap. A batch is bounded by `max_batch_items`.
+fn route_batch(core: &Rc<Core>, batch: LetterBatch) {
+    let LetterBatch { items, reply, sent_at } = batch;
+    let replies = BatchReplies::new(items.len(), reply);
+    let mut decided: Vec<(u32, bool)> = Vec::new();
+    for (index, (group, request)) in items.into_iter().enumerate() {
+        let env = Envelope { group, request, reply: replies.slot(index), sent_at };
+        let admission = match decided.iter().find(|(g, _)| *g == group) {
+            Some(&(_, true)) => Admission::Admitted,
+            Some(&(_, false)) => {
+                let err = overloaded(core);
+                env.reply.send(Err(err));
+                continue;
+            }
+            None => {
+                let took = route(core, env, Admission::Check);
+                decided.push((group, took));
+                continue;
+            }
+        };
+        route(core, env, admission);
+    }
+}
+
+fn overloaded(core: &Core) -> Error {
+    core.metrics.overloaded_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Error::new(ErrorKind::Overloaded { core: core.id, capacity: core.limits.group_queue_depth })
+}
+
+/// Files one envelope into its group's queue (or answers it at once);
+/// true when the group took it.
+fn route(core: &Rc<Core>, env: Envelope, admission: Admission) -> bool {
     let Some(group) = core.groups.get(&env.group) else {
         let err = Error::new(ErrorKind::PlacementMismatch {
             group: env.group,
             mismatch: Misplacement::NotHomed { reached: core.id },
         });
-        let _ = env.reply.send(Err(err));
-        return;
+        env.reply.send(Err(err));
+        return false;
     };
     core.metrics.routed_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     group.metrics.routed_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if group.queue_len() >= core.limits.group_queue_depth
+    if admission == Admission::Check
+        && group.queue_len() >= core.limits.group_queue_depth
         && !matches!(env.request, Request::Mutate(Op::ExpireDue))
     {
-        core.metrics.overloaded_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let err =
-            Error::new(ErrorKind::Overloaded { core: core.id, capacity: core.limits.group_queue_depth });
-        let _ = env.reply.send(Err(err));
-        return;
+        env.reply.send(Err(overloaded(core)));
+        return false;
     }
     group.push(env);
+    true
 }
 
 /// Periodically renews TTL streams with parked readers and asks groups
@@ -276,12 +321,11 @@ async fn expiry_loop(core: Rc<Core>) {
             let parked = core.waiters.borrow().streams_of_group(group.id);
             for id in parked {
                 if group.state.borrow().renewal_due(&id, now) {
-                    let (reply, _) = oneshot::channel();
                     let request = Request::Mutate(Op::Touch(id));
                     group.push(Envelope {
                         group: group.id,
                         request,
-                        reply,
+                        reply: ReplyTx::Nowhere,
                         sent_at: std::time::Instant::now(),
                     });
                 }
@@ -289,11 +333,10 @@ async fn expiry_loop(core: Rc<Core>) {
             let due = group.state.borrow().next_expiry_ms().is_some_and(|at| at <= now);
             if due && !group.expiry_queued.get() {
                 group.expiry_queued.set(true);
-                let (reply, _) = oneshot::channel();
                 group.push(Envelope {
                     group: group.id,
                     request: Request::Mutate(Op::ExpireDue),
-                    reply,
+                    reply: ReplyTx::Nowhere,
                     sent_at: std::time::Instant::now(),
                 });
             }

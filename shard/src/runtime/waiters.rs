@@ -130,7 +130,7 @@ mod tests {
             stream: StreamId::new("b", stream).unwrap(),
             offset: 0,
             max_len: 10,
-            reply: oneshot::channel().0,
+            reply: ReplyTx::One(oneshot::channel().0),
             sent_at: Instant::now(),
             watcher: None,
         }
