@@ -106,7 +106,7 @@ impl Sim {
         compare_cold(g, real, model)?;
         for id in self.setup.streams.iter().filter(|id| self.group_of(id) == g) {
             let now = self.now;
-            let head = real.head(id, now).map_err(|e| Fault::of(&e));
+            let head = real.head_view(id, now).map_err(|e| Fault::of(&e));
             let model_head = model.head(id, now);
             ensure(head == model_head, "head", || format!("{id}: real {head:?}, model {model_head:?}"))?;
             let attrs = real.get_attrs(id, now).map_err(|e| Fault::of(&e));

@@ -263,7 +263,7 @@ impl Run {
         prop_assert_eq!(self.real.stream_count(), self.model.streams.len() as u64);
         prop_assert_eq!(self.real.next_expiry_ms(), self.model.next_expiry_ms());
         for s in 0..IDS {
-            let real = self.real.head(&id(s), self.now).map_err(|e| Fault::of(&e));
+            let real = self.real.head_view(&id(s), self.now).map_err(|e| Fault::of(&e));
             prop_assert_eq!(real, self.model.head(&id(s), self.now), "head of {}", id(s));
             let real = self.real.get_attrs(&id(s), self.now).map_err(|e| Fault::of(&e));
             prop_assert_eq!(real, self.model.get_attrs(&id(s), self.now), "attrs of {}", id(s));

@@ -41,11 +41,14 @@ pub(crate) async fn checkpoint(core: &Rc<Core>) -> Result<()> {
                 // counted), so it is cheap on the core; encoding and writing,
                 // which touch every byte, run on the blocking pool while the
                 // group keeps serving.
-                let state = group.state.borrow().clone();
+                let mut state = group.state.borrow().clone();
                 let index = state.commit_index();
                 let dir = core.checkpoint_dir.clone();
-                crate::local::blocking::run(move || write_checkpoint(&dir, id, &state.encode_snapshot()))
-                    .await?;
+                crate::local::blocking::run(move || {
+                    state.settle_all(); // the lazy digests, hashed here rather than on the core
+                    write_checkpoint(&dir, id, &state.encode_snapshot())
+                })
+                .await?;
                 group.checkpointed_index.set(index);
             }
             CheckpointStep::SyncDir => {

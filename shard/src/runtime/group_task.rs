@@ -128,7 +128,7 @@ impl Group {
             Request::WaitRead { read, timeout } => {
                 self.wait_read(core, read, timeout, reply, sent_at, now).await
             }
-            Request::Head(id) => answer(self.state.borrow().head(&id, now).map(Reply::Head), reply),
+            Request::Head(id) => answer(self.state.borrow_mut().head(&id, now).map(Reply::Head), reply),
             Request::GetAttrs(id) => answer(self.state.borrow().get_attrs(&id, now).map(Reply::Attrs), reply),
             Request::Bootstrap { id, max_len } => {
                 let planned = self.state.borrow().bootstrap_plan(&id, max_len, now);

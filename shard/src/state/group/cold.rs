@@ -415,9 +415,7 @@ impl GroupState {
         if end != slice.end || count != slice.records {
             return false;
         }
-        for _ in 0..count {
-            stream.records.pop_front();
-        }
+        stream.pop_flushed(count as usize, slice.sum);
         let len = slice.end - slice.start;
         stream.cold.push_back(ColdChunk {
             start: slice.start,

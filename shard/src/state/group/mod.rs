@@ -239,8 +239,33 @@ impl GroupState {
     }
 
     /// Head of a stream (SPEC §2 Head). Never renews.
-    pub fn head(&self, id: &StreamId, now_ms: u64) -> Result<HeadReply> {
+    /// Settles the stream's integrity sums first, so asking again costs no
+    /// hashing (that caches derived state only: what the group holds, and
+    /// its snapshot, do not change).
+    pub fn head(&mut self, id: &StreamId, now_ms: u64) -> Result<HeadReply> {
+        self.lookup(id, now_ms)?;
+        let stream = Self::stream_mut(&mut self.buckets, id)?;
+        stream.settle();
+        Ok(stream.head())
+    }
+
+    /// The same reply as [`Self::head`] through a shared reference: the
+    /// unsettled records are hashed for the answer but not cached (for
+    /// observers, such as the simulation's checks, that must not change
+    /// what they observe).
+    pub fn head_view(&self, id: &StreamId, now_ms: u64) -> Result<HeadReply> {
         Ok(self.lookup(id, now_ms)?.head())
+    }
+
+    /// Settles every stream's integrity sums (see `stream.rs`): before a
+    /// snapshot is encoded off the core, so encoding finds nothing to hash
+    /// twice.
+    pub fn settle_all(&mut self) {
+        for streams in self.buckets.values_mut() {
+            for stream in streams.values_mut() {
+                stream.settle();
+            }
+        }
     }
 
     /// A stream's attributes, if any.

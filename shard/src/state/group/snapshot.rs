@@ -40,7 +40,17 @@ const CHECKSUM_LEN: usize = 32;
 
 impl GroupState {
     /// Serialises the whole group (see the module docs for the layout).
+    /// The body holds settled integrity sums (a decoded stream has none
+    /// unsettled): a state with unsettled records is settled in a copy
+    /// first; callers that own their state call [`GroupState::settle_all`]
+    /// to spare the copy.
     pub fn encode_snapshot(&self) -> Vec<u8> {
+        let unsettled = self.buckets.values().any(|streams| streams.values().any(|s| s.unsettled() > 0));
+        if unsettled {
+            let mut settled = self.clone();
+            settled.settle_all();
+            return settled.encode_snapshot();
+        }
         let body =
             postcard::to_stdvec(&(&self.buckets, &self.cold)).expect("a group state always serialises");
         let body_len = u32::try_from(body.len()).expect("a group snapshot body fits in 4 GiB");

@@ -8,8 +8,15 @@
 //! - With records, the first one straddles or starts at `retained_offset`
 //!   (`start <= retained_offset < end`); without records,
 //!   `retained_offset == next_offset`.
-//! - `integrity.live` is the set-sum of exactly the retained records;
-//!   records dropped by retention moved their digest to `integrity.evicted`.
+//! - `integrity.live` is the set-sum of exactly the retained records, except
+//!   for the newest `unsettled` hot records, whose digests are not yet
+//!   added (the lazy digest: a record is hashed once, when its sum is first
+//!   needed, or never on the core when a flush, which sums its slices off
+//!   the core, takes it first). [`StreamState::settle`] adds them;
+//!   `head`, retention, snapshot encoding and equality all see the settled
+//!   value, so the laziness is invisible to every reader and to the
+//!   snapshot format. Records dropped by retention moved their digest to
+//!   `integrity.evicted`.
 //! - Application snapshots lie in `[retained_offset, next_offset]`, keyed by
 //!   their offset, each with the BLAKE3 digest of its payload.
 //!
@@ -28,7 +35,7 @@ use crate::state::integrity::{record_digest, Integrity};
 use crate::state::name::StreamId;
 
 /// The state of one stream.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StreamState {
     pub(crate) id: StreamId,
     pub(crate) content_type: String,
@@ -52,7 +59,39 @@ pub struct StreamState {
     pub(crate) incarnation: u64,
     /// Flushed ranges, oldest first, ending where `records` start.
     pub(crate) cold: ColdChunks,
+    /// How many of the newest `records` are not yet in `integrity.live`.
+    /// Never stored: a snapshot is always encoded settled, so a decoded
+    /// stream starts at zero.
+    #[serde(skip)]
+    pub(crate) unsettled: usize,
 }
+
+/// Streams are equal when what they hold is: the settled integrity is
+/// compared, not how much of it is cached.
+impl PartialEq for StreamState {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.content_type == other.content_type
+            && self.created_at_ms == other.created_at_ms
+            && self.records == other.records
+            && self.retained_offset == other.retained_offset
+            && self.next_offset == other.next_offset
+            && self.append_count == other.append_count
+            && self.closed == other.closed
+            && self.ttl_s == other.ttl_s
+            && self.expires_at_ms == other.expires_at_ms
+            && self.last_access_ms == other.last_access_ms
+            && self.last_stream_seq == other.last_stream_seq
+            && self.producers == other.producers
+            && self.attrs == other.attrs
+            && self.snapshots == other.snapshots
+            && self.incarnation == other.incarnation
+            && self.cold == other.cold
+            && self.settled_integrity() == other.settled_integrity()
+    }
+}
+
+impl Eq for StreamState {}
 
 impl StreamState {
     /// An empty, open stream created at `now_ms`.
@@ -76,6 +115,7 @@ impl StreamState {
             integrity: Integrity::default(),
             incarnation: 0,
             cold: ColdChunks::new(),
+            unsettled: 0,
         }
     }
 
@@ -124,8 +164,32 @@ impl StreamState {
     pub fn snapshots(&self) -> &BTreeMap<u64, AppSnapshot> {
         &self.snapshots
     }
-    pub fn integrity(&self) -> &Integrity {
-        &self.integrity
+    /// The integrity sums with every record in (hashing the unsettled
+    /// ones without caching them; [`Self::settle`] caches).
+    pub fn settled_integrity(&self) -> Integrity {
+        let mut integrity = self.integrity;
+        for (start, payload) in self.unsettled_records() {
+            integrity.live.add_record(*start, payload);
+        }
+        integrity
+    }
+
+    /// Records not yet in `integrity.live` (the newest ones).
+    fn unsettled_records(&self) -> impl Iterator<Item = &(u64, Bytes)> {
+        self.records.iter().skip(self.records.len() - self.unsettled)
+    }
+
+    /// Adds the unsettled records' digests to `integrity.live`.
+    pub(crate) fn settle(&mut self) {
+        if self.unsettled > 0 {
+            self.integrity = self.settled_integrity();
+            self.unsettled = 0;
+        }
+    }
+
+    /// Records whose digests wait to be added.
+    pub fn unsettled(&self) -> usize {
+        self.unsettled
     }
 
     /// Retained payload bytes (the stream's share of the group's hot bytes).
@@ -158,9 +222,9 @@ impl StreamState {
     pub(crate) fn land(&mut self, payload: &Bytes) -> Landed {
         let start = self.next_offset;
         if !payload.is_empty() {
-            self.integrity.live.add_record(start, payload);
             self.next_offset = start + payload.len() as u64;
             self.records.push_back((start, payload.clone()));
+            self.unsettled += 1;
         }
         self.append_count += 1;
         Landed {
@@ -176,6 +240,7 @@ impl StreamState {
     /// it and application snapshots below it. Returns the hot payload bytes
     /// freed and the cold chunks dropped (their slices must be released).
     pub(crate) fn retain_from(&mut self, offset: u64) -> (u64, Vec<ColdChunk>) {
+        self.settle();
         let mut dropped = Vec::new();
         while self.cold.front().is_some_and(|c| c.end() <= offset) {
             let chunk = self.cold.pop_front().expect("checked");
@@ -217,7 +282,24 @@ impl StreamState {
             retained_offset: self.retained_offset,
             snapshot_offset: self.latest_snapshot().map(|snapshot| snapshot.offset),
             append_count: self.append_count,
-            integrity: self.integrity,
+            integrity: self.settled_integrity(),
+        }
+    }
+
+    /// Pops the `count` oldest hot records, which a flush moved into a cold
+    /// chunk whose set-sum is `sum` (computed off the core from the same
+    /// records). When they were all settled, `integrity.live` already
+    /// holds them. Otherwise the settled records, a prefix, all went with
+    /// them, so the hot part of `live` is gone and `live` is exactly the
+    /// cold chunks' sums (the new chunk included, which the caller pushes
+    /// next); what stays hot is all unsettled.
+    pub(crate) fn pop_flushed(&mut self, count: usize, sum: crate::state::integrity::SetSum) {
+        let settled = self.records.len() - self.unsettled;
+        self.records.drain(..count);
+        if count > settled {
+            self.unsettled = self.records.len();
+            let cold = self.cold.iter().fold(crate::state::integrity::SetSum::default(), |acc, c| acc.combined(c.sum));
+            self.integrity.live = cold.combined(sum);
         }
     }
 }

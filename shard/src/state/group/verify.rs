@@ -116,14 +116,20 @@ impl GroupState {
             })?;
             *refs.entry(chunk.pack).or_default() += 1;
         }
-        for (start, payload) in &stream.records {
+        ensure(stream.unsettled <= stream.records.len(), || {
+            format!("{} unsettled of {} records", stream.unsettled, stream.records.len())
+        })?;
+        let settled = stream.records.len() - stream.unsettled;
+        for (i, (start, payload)) in stream.records.iter().enumerate() {
             ensure(!payload.is_empty(), || format!("empty record at {start}"))?;
             ensure(*start == expected_start, || {
                 format!("record at {start} does not follow the previous one ending at {expected_start}")
             })?;
             expected_start = start.checked_add(payload.len() as u64).ok_or("record end overflows")?;
             retained += payload.len() as u64;
-            live.add_record(*start, payload);
+            if i < settled {
+                live.add_record(*start, payload);
+            }
         }
         ensure(expected_start == stream.next_offset, || {
             format!("records end at {expected_start}, tail is {}", stream.next_offset)
@@ -140,8 +146,9 @@ impl GroupState {
                 "no records but the retained offset is below the tail".into()
             })?,
         }
-        ensure(stream.integrity.live == live, || "live set-sum differs from the records".into())?;
-        let total = stream.integrity.live.records.checked_add(stream.integrity.evicted.records);
+        ensure(stream.integrity.live == live, || "live set-sum differs from the settled records".into())?;
+        let integrity = stream.settled_integrity();
+        let total = integrity.live.records.checked_add(integrity.evicted.records);
         ensure(total.is_some_and(|total| total <= stream.append_count), || {
             "more records than accepted appends".into()
         })?;

@@ -194,7 +194,7 @@ fn read(h: &Harness, store: &Store, id: &StreamId, offset: u64, max_len: usize) 
 
 /// Every read from `from` to the tail, at every length, returns exactly
 /// `expected[offset..]` clamped to the length.
-fn check_every_read(h: &Harness, store: &Store, id: &StreamId, expected: &[u8], from: u64) {
+fn check_every_read(h: &mut Harness, store: &Store, id: &StreamId, expected: &[u8], from: u64) {
     let tail = expected.len() as u64;
     assert_eq!(h.g.head(id, h.now).unwrap().tail_offset, tail);
     for offset in from..=tail {
@@ -280,7 +280,7 @@ fn reads_across_cold_and_hot_return_the_appended_bytes() {
             }
         }
         for (id, model) in names.iter().zip(&models) {
-            check_every_read(&h, &store, id, &model.bytes, 0);
+            check_every_read(&mut h, &store, id, &model.bytes, 0);
             let head = h.g.head(id, h.now).unwrap();
             assert_eq!(head.integrity.live, sum_of(&model.records), "flushing keeps the live sum");
             assert_eq!(head.integrity.evicted, SetSum::default());
@@ -353,7 +353,7 @@ fn stale_plan_stream_recreated() {
     assert_eq!(&read(&h, &store, &sid("e"), 0, 10).unwrap().payload[..], b"new!");
     assert_eq!(h.g.gc_due(h.now).len(), 2);
     store.gc_now(&mut h);
-    check_every_read(&h, &store, &sid("s"), b"new!", 0);
+    check_every_read(&mut h, &store, &sid("s"), b"new!", 0);
 }
 
 // SPEC §3 flush: retention that dropped the planned records (trimmed) makes
@@ -380,7 +380,7 @@ fn stale_plan_retention_advanced() {
     // A fresh plan after the trim holds.
     store.gc_now(&mut h);
     flush(&mut h, &mut store, &ALL);
-    check_every_read(&h, &store, &sid("s"), b"abcdefgh", 3);
+    check_every_read(&mut h, &store, &sid("s"), b"abcdefgh", 3);
 }
 
 // SPEC §3 flush: a range already flushed by an earlier commit is stale.
@@ -419,7 +419,7 @@ fn stale_plan_range_already_flushed() {
     assert_eq!(commit_flush(&mut h, b_commit), (0, 1));
     assert_eq!(gc_files(&h.g), vec![b[0].file.clone()]);
     assert_eq!(store.gc_now(&mut h), vec![b[0].file.clone()]);
-    check_every_read(&h, &store, &sid("s"), b"abcdefghij", 0);
+    check_every_read(&mut h, &store, &sid("s"), b"abcdefghij", 0);
 }
 
 // SPEC §3 flush + packs: staleness is per slice: a pack whose other slice
@@ -441,7 +441,7 @@ fn stale_plan_partially() {
     assert_eq!(h.g.cold().packs[&plans[0].pack_id].live_slices, 1);
     assert!(h.g.cold().gc.is_empty());
     assert_eq!((h.g.hot_bytes(), h.g.cold_bytes()), (0, 3));
-    check_every_read(&h, &store, &sid("s"), b"sss", 0);
+    check_every_read(&mut h, &store, &sid("s"), b"sss", 0);
     h.ok(Op::Delete(sid("s")));
     assert_eq!(gc_files(&h.g), vec![plans[0].file.clone()]);
 }
@@ -466,7 +466,7 @@ fn pack_reference_counts_and_gc_acks() {
     h.ok(Op::Delete(sid("s")));
     assert_eq!(h.g.cold().packs[&pack].live_slices, 1);
     assert!(h.g.cold().gc.is_empty() && h.g.gc_due(u64::MAX).is_empty());
-    check_every_read(&h, &store, &sid("t"), b"tt", 0);
+    check_every_read(&mut h, &store, &sid("t"), b"tt", 0);
 
     h.ok(Op::Delete(sid("t")));
     assert!(h.g.cold().packs.is_empty());
@@ -510,7 +510,7 @@ fn buckets_flush_into_separate_packs() {
         }
     }
     for id in [&x, &y, &z] {
-        check_every_read(&h, &store, id, format!("{id}").as_bytes(), 0);
+        check_every_read(&mut h, &store, id, format!("{id}").as_bytes(), 0);
     }
     // Deleting every stream of one bucket reclaims its pack alone.
     h.ok(Op::Delete(x.clone()));
@@ -587,7 +587,7 @@ fn flush_plan_bounds() {
     assert_eq!(h.g.hot_bytes(), 0);
     models.push((sid("big"), big));
     for (id, model) in &models {
-        check_every_read(&h, &store, id, &model.bytes, 0);
+        check_every_read(&mut h, &store, id, &model.bytes, 0);
     }
 }
 
@@ -633,8 +633,8 @@ fn retention_across_cold_chunks() {
         assert_eq!(*err.kind(), ErrorKind::OffsetGone { offset, retained: 10 });
     }
     store.gc_now(&mut h);
-    check_every_read(&h, &store, &s, &ms.bytes, 10);
-    check_every_read(&h, &store, &t, &mt.bytes, 0);
+    check_every_read(&mut h, &store, &s, &ms.bytes, 10);
+    check_every_read(&mut h, &store, &t, &mt.bytes, 0);
 
     // Retention to the tail drops the last chunk and the hot record.
     h.ok(publish(&s, 14));
@@ -700,7 +700,7 @@ fn purge_bucket_and_erasure_proof() {
     assert!(store.files.keys().all(|f| !b_packs.contains(f)), "every byte of the bucket is gone");
 
     assert_eq!(h.g.cold().packs.len(), c_packs);
-    check_every_read(&h, &store, &x, &mx.bytes, 0);
+    check_every_read(&mut h, &store, &x, &mx.bytes, 0);
     // The name can be used again, from scratch.
     h.create(Create::new(s.clone()));
     assert_eq!(h.g.head(&s, h.now).unwrap().tail_offset, 0);
@@ -747,7 +747,7 @@ fn compaction_merges_a_run_and_reclaims_after_grace() {
     assert_eq!((after[0].start, after[0].len, after[0].records), (0, 12, 4));
     assert_eq!(after[0].sum, before.iter().fold(SetSum::default(), |s, c| s.combined(c.sum)));
     assert_eq!(h.g.head(&s, h.now).unwrap().integrity, integrity);
-    check_every_read(&h, &store, &s, &model.bytes, 0);
+    check_every_read(&mut h, &store, &s, &model.bytes, 0);
 
     let due_at = h.now + 5_000;
     assert!(h.g.cold().gc.values().all(|e| e.not_before_ms == due_at));
@@ -755,7 +755,7 @@ fn compaction_merges_a_run_and_reclaims_after_grace() {
     assert!(h.g.gc_due(due_at - 1).is_empty(), "inputs are kept through the grace period");
     assert_eq!(h.g.gc_due(due_at).len(), 4);
     assert!(store.run_gc(&mut h, due_at - 1).is_empty());
-    check_every_read(&h, &store, &s, &model.bytes, 0);
+    check_every_read(&mut h, &store, &s, &model.bytes, 0);
 
     // The same commit again changes nothing and never reclaims the output.
     let again = h.apply(Op::CompactCommit(commit));
@@ -768,7 +768,7 @@ fn compaction_merges_a_run_and_reclaims_after_grace() {
     let mut expected = input_files.clone();
     expected.sort();
     assert_eq!(removed, expected, "only the inputs are reclaimed");
-    check_every_read(&h, &store, &s, &model.bytes, 0);
+    check_every_read(&mut h, &store, &s, &model.bytes, 0);
     assert!(h.g.plan_compaction(100, 100).is_empty(), "one chunk is no run");
 }
 
@@ -792,7 +792,7 @@ fn stale_compaction_is_not_applied() {
     assert_eq!(gc_files(&h.g).last(), Some(&plan.file));
     assert!(h.g.gc_due(h.now).iter().any(|(_, f)| *f == plan.file), "the orphan has no grace");
     store.gc_now(&mut h);
-    check_every_read(&h, &store, &s, &model.bytes, 3);
+    check_every_read(&mut h, &store, &s, &model.bytes, 3);
 
     // Deleted and re-created with the same layout of chunks.
     let (mut h, mut store, _) = small_chunks(3);
@@ -808,7 +808,7 @@ fn stale_compaction_is_not_applied() {
     assert!(!compact(&mut h, commit));
     assert_eq!(h.g.stream(&s).unwrap().cold_chunks().len(), 3);
     store.gc_now(&mut h);
-    check_every_read(&h, &store, &s, &fresh.bytes, 0);
+    check_every_read(&mut h, &store, &s, &fresh.bytes, 0);
 
     // Unrelated change after the run: still applies.
     let (mut h, mut store, mut model) = small_chunks(3);
@@ -819,7 +819,7 @@ fn stale_compaction_is_not_applied() {
     assert!(compact(&mut h, commit));
     assert_eq!(h.g.stream(&s).unwrap().cold_chunks().len(), 2);
     store.gc_now(&mut h);
-    check_every_read(&h, &store, &s, &model.bytes, 0);
+    check_every_read(&mut h, &store, &s, &model.bytes, 0);
 }
 
 // SPEC §4 max_hot_bytes_per_group: an append that would exceed it is
@@ -863,7 +863,7 @@ fn hot_bytes_admission() {
     assert_eq!(h.g.hot_bytes(), 10);
     let cold = h.g.cold_bytes();
     assert_eq!(cold, 10, "flushed bytes do not count as hot");
-    check_every_read(&h, &store, &s, b"abcdefghijklmnopqrst", 0);
+    check_every_read(&mut h, &store, &s, b"abcdefghijklmnopqrst", 0);
 }
 
 /// A group with packs, chunks (one compacted), hot records and GC entries
@@ -899,9 +899,9 @@ fn snapshot_round_trip_with_cold_state() {
     assert_eq!(decoded.encode_snapshot(), bytes);
     assert_eq!(decoded.hot_bytes(), h.g.hot_bytes());
     assert_eq!(decoded.gc_due(h.now), h.g.gc_due(h.now));
-    let restored = Harness { g: decoded, now: h.now, effects: Vec::new() };
-    check_every_read(&restored, &store, &sid("s"), &model.bytes, 0);
-    check_every_read(&restored, &store, &sid("t"), b"tttthot", 0);
+    let mut restored = Harness { g: decoded, now: h.now, effects: Vec::new() };
+    check_every_read(&mut restored, &store, &sid("s"), &model.bytes, 0);
+    check_every_read(&mut restored, &store, &sid("t"), b"tttthot", 0);
 }
 
 // SPEC §4 + §6: limits admit commands when they are first applied; a log
@@ -951,7 +951,7 @@ fn replay_ignores_the_hot_byte_limit() {
     for seed in 1..=4 {
         expected.extend_from_slice(&payload(seed, if seed <= 2 { 20 } else { 15 }));
     }
-    check_every_read(&h, &store, &sid("s"), &expected, 0);
+    check_every_read(&mut h, &store, &sid("s"), &expected, 0);
 }
 
 // SPEC §3 Flush: a stream holding more hot bytes than one pack continues
@@ -977,5 +977,5 @@ fn one_stream_larger_than_a_pack_spans_several_packs() {
     let (chunks, stale) = commit_flush(&mut h, commit);
     assert_eq!((chunks, stale), (5, 0));
     assert_eq!(h.g.hot_bytes(), 0);
-    check_every_read(&h, &store, &sid("big"), &model.bytes, 0);
+    check_every_read(&mut h, &store, &sid("big"), &model.bytes, 0);
 }
