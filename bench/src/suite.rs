@@ -37,7 +37,7 @@ use rill::{Engine, StreamId};
 use crate::floor::{self, FloorFile, WriteProbe, WRITE_PROBES};
 use crate::peers;
 use crate::progress::Progress;
-use crate::report;
+use crate::report_table;
 use crate::rill_side::{self, create_streams, shutdown, stream_ids};
 use crate::sample::{Outcome, Sample, Workload};
 use crate::util::{bytes_label, count_label, Mode, Result, Scratch};
@@ -505,8 +505,8 @@ impl Context<'_> {
         }
         let file = self.floor.as_ref().expect("created above");
         let (_, block) = match pairing {
-            Pairing::Bandwidth => report::floor_bandwidth_label(mode),
-            Pairing::Latency => report::floor_latency_label(mode),
+            Pairing::Bandwidth => report_table::floor_bandwidth_label(mode),
+            Pairing::Latency => report_table::floor_latency_label(mode),
         };
         let probe = WriteProbe { block, sync: mode == Mode::Durable };
         let (o, direct) = file.probe(probe, self.opts.profile.floor_time / 2)?;
@@ -725,6 +725,42 @@ mod tests {
             })
             .collect();
         assert_ne!(firsts[0], firsts[1]);
+    }
+
+    #[test]
+    fn the_profiles_hold_the_cells_of_the_targets() {
+        use crate::report_targets::{A_1, B_1K, B_1K_MANY, C_RATE};
+        let has = |o: &SuiteOptions, w: Workload, mode: Mode, cell: &str, bytes: usize, peer: &str| {
+            plan(o).iter().any(|s| {
+                s.workload == w
+                    && s.mode == Some(mode)
+                    && s.cell.starts_with(cell)
+                    && s.record_bytes == bytes
+                    && s.peer == peer
+            })
+        };
+        let (d, r) = (Mode::Durable, Mode::Relaxed);
+        let mut o = opts(&["fjall", "okaywal"]);
+        for profile in [Profile::quick(), Profile::full()] {
+            o.profile = profile;
+            for peer in ["rill", "fjall", "okaywal"] {
+                assert!(has(&o, Workload::B, d, B_1K, KIB, peer), "{} {peer}", o.profile.name);
+                assert!(has(&o, Workload::B, d, B_1K_MANY, KIB, peer), "{} {peer}", o.profile.name);
+                assert!(has(&o, Workload::B, d, B_1K_MANY, 256, peer), "{} {peer}", o.profile.name);
+            }
+            assert!(has(&o, Workload::B, r, B_1K, KIB, "fjall"));
+            assert!(has(&o, Workload::A, d, A_1, 100, "fjall"));
+        }
+        // The full profile (and `durable`, which runs it) also has these.
+        assert!(has(&o, Workload::B, d, B_1K, 16 * KIB, "rill"));
+        assert!(has(&o, Workload::C, d, &format!("{C_RATE} "), KIB, "rill"));
+        // The append_many cells: 4 clients × 4 calls × 64 items in flight;
+        // a peer gets 4 × 64 records per write.
+        let many = plan(&o).into_iter().find(|s| s.cell == B_1K_MANY).unwrap();
+        let Action::Ingest(shape) = many.action else { panic!("{many:?}") };
+        assert_eq!((shape.clients, shape.window, shape.calls), (4, 4, Calls::Many(64)));
+        let tiny = SuiteOptions { profile: Profile::tiny(), ..opts(&[]) };
+        assert!(plan(&tiny).iter().any(|s| s.cell.ends_with("append_many ×64")));
     }
 
     #[test]
