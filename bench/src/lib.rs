@@ -22,6 +22,7 @@ pub mod quick;
 pub mod report;
 pub mod report_cost;
 pub mod report_table;
+pub mod report_targets;
 pub mod retry;
 pub mod rill_side;
 pub mod sample;

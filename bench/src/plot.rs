@@ -14,7 +14,8 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 
 use crate::machine::Machine;
-use crate::report::{floor_latency_label, rate, RunInfo};
+use crate::report::RunInfo;
+use crate::report_table::{floor_latency_label, rate};
 use crate::sample::{find, Summary, Workload};
 use crate::util::{bytes_label, Mode};
 

@@ -2,17 +2,18 @@
 //! directory:
 //!
 //! * `bench-results.md`: the run's markdown (also printed): how it was run,
-//!   the machine, the targets of the issue against what was measured, then
-//!   one set of tables per durability mode (throughput, latency, the cost
-//!   per record of [`crate::report_cost`], ...) and one for what does not
-//!   depend on it. Every figure is the median of the repetitions, with the
-//!   range (min–max) where it matters; rill / peer and rill / paired floor
-//!   ratios are medians of per-repetition ratios, rill / floor a ratio of
-//!   medians.
+//!   the machine, then one set of tables per durability mode (throughput,
+//!   latency, the cost per record of [`crate::report_cost`], ...) and one
+//!   for what does not depend on it, and last the targets of issue 13
+//!   against what was measured ([`crate::report_targets`]). Every figure is
+//!   the median of the repetitions, with the range (min–max) where it
+//!   matters; rill / peer and rill / paired floor ratios are medians of
+//!   per-repetition ratios, rill / floor a ratio of medians.
 //! * `bench-results.jsonl` (appended): one line per measured run
 //!   (`"type": "sample"`), one per cell and peer (`"summary"`, medians and
-//!   ranges), one for the run (`"run"`); every line carries the machine
-//!   fingerprint.
+//!   ranges), one per target (`"target"`: `name`, `value`, `goal`, `met`,
+//!   and the row's text), one for the run (`"run"`); every line carries the
+//!   machine fingerprint.
 //! * `bench-results.svg`: the plot ([`crate::plot`]).
 //!
 //! Latencies are recorded in nanoseconds and shown in microseconds.
@@ -26,7 +27,11 @@ use serde_json::{json, Value};
 
 use crate::machine::Machine;
 use crate::report_cost;
-use crate::report_table::{cells, peers_of, ranged, table};
+use crate::report_table::{
+    cells, div, floor, floor_bandwidth_label, floor_latency_label, fraction, mib, peers_of, ranged, rate,
+    ratio, table, times, us,
+};
+use crate::report_targets;
 use crate::sample::{find, paired_ratio, Outcome, Sample, Stat, Summary, Workload};
 use crate::util::{bytes_label, Mode, RELAXED_SYNC};
 
@@ -71,77 +76,6 @@ pub fn utc(unix_s: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", secs / 3600, secs % 3600 / 60)
-}
-
-/// `1.23M`, `45.6k`, `789`.
-pub fn rate(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e4 {
-        format!("{:.1}k", x / 1e3)
-    } else if x >= 100.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
-
-/// Microseconds with a precision that suits their size.
-pub fn us(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
-
-fn mib(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
-
-fn ratio(x: Option<f64>) -> String {
-    match x {
-        Some(x) if x.is_finite() => format!("{x:.2}x"),
-        _ => "–".into(),
-    }
-}
-
-/// `1.35x`.
-fn times(x: f64) -> String {
-    format!("{x:.2}x")
-}
-
-/// `0.05`.
-fn fraction(x: f64) -> String {
-    format!("{x:.3}")
-}
-
-fn div(a: f64, b: f64) -> Option<f64> {
-    (b > 0.0).then(|| a / b)
-}
-
-/// The floor probe a mode's throughput is compared with.
-pub fn floor_bandwidth_label(mode: Mode) -> (&'static str, usize) {
-    match mode {
-        Mode::Durable => ("1 MiB writes + fdatasync", 1 << 20),
-        Mode::Relaxed => ("1 MiB writes, no sync", 1 << 20),
-    }
-}
-
-/// The floor probe a mode's latency is compared with.
-pub fn floor_latency_label(mode: Mode) -> (&'static str, usize) {
-    match mode {
-        Mode::Durable => ("4 KiB writes + fdatasync", 4096),
-        Mode::Relaxed => ("4 KiB writes, no sync", 4096),
-    }
-}
-
-fn floor<'a>(summaries: &'a [Summary], (label, block): (&str, usize)) -> Option<&'a Summary> {
-    find(summaries, Workload::Floor, None, label, block, "floor")
 }
 
 /// A note naming the rill cells of `workloads` in `mode` where the engine
@@ -500,87 +434,6 @@ fn cold_section(out: &mut String, s: &[Summary]) {
     table(out, &header, &rows);
 }
 
-/// The issue's targets against this run.
-fn headline(out: &mut String, s: &[Summary]) {
-    let d = Some(Mode::Durable);
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let verdict = |ok: Option<bool>| match ok {
-        Some(true) => "met".to_string(),
-        Some(false) => "**not met**".to_string(),
-        None => "not measured".to_string(),
-    };
-    let fan = find(s, Workload::B, d, "1k streams, uniform", 1024, "rill");
-    let fl = floor(s, floor_bandwidth_label(Mode::Durable));
-    let of_floor = fan.zip(fl).and_then(|(r, f)| div(r.mib_per_s.median, f.mib_per_s.median));
-    // A headline figure from a window without a flush per group and a
-    // checkpoint per core says so.
-    let label = |x: Option<&Summary>| match x.map(report_cost::window_state) {
-        Some("steady") | Some("–") | None => String::new(),
-        Some(state) => format!(", {state}"),
-    };
-    rows.push(vec![
-        "durable 1 KiB ingest over 1k streams ≥ 50% of the O_DIRECT floor".into(),
-        of_floor.map_or("–".into(), |x| {
-            format!(
-                "{:.0}% ({} of {} MiB/s){}",
-                x * 100.0,
-                mib(fan.map_or(0.0, |r| r.mib_per_s.median)),
-                mib(fl.map_or(0.0, |f| f.mib_per_s.median)),
-                label(fan)
-            )
-        }),
-        verdict(of_floor.map(|x| x >= 0.5)),
-    ]);
-    let fj = find(s, Workload::B, d, "1k streams, uniform", 1024, "fjall");
-    let vs_fjall = fan.zip(fj).and_then(|(r, f)| div(r.ops_per_s.median, f.ops_per_s.median));
-    rows.push(vec![
-        "… and ≥ 6x fjall".into(),
-        format!("{}{}", ratio(vs_fjall), if vs_fjall.is_some() { label(fan) } else { String::new() }),
-        verdict(vs_fjall.map(|x| x >= 6.0)),
-    ]);
-    let cpu = fan.and_then(|r| r.extra("cpu_us_per_rec"));
-    rows.push(vec![
-        "… CPU µs per record, all threads, window only ≤ 4 (issue 13)".into(),
-        cpu.map_or("–".into(), |c| format!("{}{}", ranged(c, us), label(fan))),
-        verdict(cpu.map(|c| c.median <= 4.0)),
-    ]);
-    let small = find(s, Workload::B, d, "1k streams, uniform", 256, "rill");
-    rows.push(vec![
-        "durable 256 B appends ≥ 1M/s (1k streams, both cores)".into(),
-        small.map_or("–".into(), |r| format!("{}/s{}", rate(r.ops_per_s.median), label(Some(r)))),
-        verdict(small.map(|r| r.ops_per_s.median >= 1e6)),
-    ]);
-    let lat_floor = floor(s, floor_latency_label(Mode::Durable));
-    let c_cells = cells(s, Workload::C, d);
-    let c = c_cells.first().and_then(|(cell, bytes)| find(s, Workload::C, d, cell, *bytes, "rill"));
-    let p99_ratio = c.zip(lat_floor).and_then(|(r, f)| div(r.p99_us.median, f.p99_us.median));
-    rows.push(vec![
-        format!(
-            "durable append p99 ≤ 1.5x the fdatasync p99 ({})",
-            c_cells.first().map_or("C".into(), |(cell, _)| cell.clone())
-        ),
-        p99_ratio.map_or("–".into(), |x| {
-            format!(
-                "{x:.2}x ({} vs {} µs)",
-                us(c.map_or(0.0, |r| r.p99_us.median)),
-                us(lat_floor.map_or(0.0, |f| f.p99_us.median))
-            )
-        }),
-        verdict(p99_ratio.map(|x| x <= 1.5)),
-    ]);
-    let d_cells = cells(s, Workload::D, d);
-    let pick = d_cells.iter().find(|(c, _)| c.starts_with("16 ")).or(d_cells.first());
-    let tail = pick.and_then(|(cell, bytes)| find(s, Workload::D, d, cell, *bytes, "rill"));
-    let tail_ratio = tail.and_then(|t| t.extra("append_p99_us").and_then(|a| div(t.p99_us.median, a.median)));
-    rows.push(vec![
-        format!("tail delivery p99 ≤ 2x append commit p99 ({})", pick.map_or("D".into(), |(c, _)| c.clone())),
-        ratio(tail_ratio),
-        verdict(tail_ratio.map(|x| x <= 2.0)),
-    ]);
-    let _ = writeln!(out, "## Targets (aims from the issue, not assertions)\n");
-    table(out, &["target".into(), "this run (medians)".into(), "".into()], &rows);
-}
-
 /// The whole markdown of a run.
 pub fn markdown(
     run: &RunInfo,
@@ -609,10 +462,10 @@ pub fn markdown(
     );
     let _ = writeln!(
         out,
-        "* plot: [{PLOT_FILE}]({PLOT_FILE}); raw figures: `{JSONL_FILE}` (run `{}`)\n",
+        "* plot: [{PLOT_FILE}]({PLOT_FILE}); raw figures: `{JSONL_FILE}` (run `{}`); the targets of issue 13: the \
+         last section\n",
         run.tag
     );
-    headline(&mut out, summaries);
     for mode in [Mode::Durable, Mode::Relaxed] {
         if !summaries.iter().any(|s| s.key.mode == Some(mode)) {
             continue;
@@ -648,6 +501,7 @@ pub fn markdown(
         }
         out.push('\n');
     }
+    report_targets::section(&mut out, &report_targets::targets(summaries, samples));
     out
 }
 
@@ -746,6 +600,16 @@ pub fn json_lines(run: &RunInfo, machine: &Machine, samples: &[Sample], summarie
         m.insert("extra".into(), Value::Object(extra));
         line(m);
     }
+    for t in report_targets::targets(summaries, samples) {
+        let mut m = base_json(run, machine, "target");
+        m.insert("name".into(), json!(t.name));
+        m.insert("value".into(), json!(t.value.map(|v| round(v, 4))));
+        m.insert("goal".into(), json!(t.goal));
+        m.insert("met".into(), json!(t.met));
+        m.insert("window".into(), json!(t.window));
+        m.insert("measured".into(), json!(t.measured));
+        line(m);
+    }
     text
 }
 
@@ -773,16 +637,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_and_numbers() {
+    fn dates() {
         assert_eq!(utc(0), "1970-01-01 00:00 UTC");
         assert_eq!(utc(951_782_400 + 3_723), "2000-02-29 01:02 UTC");
         assert_eq!(utc(1_767_225_600), "2026-01-01 00:00 UTC");
-        assert_eq!(rate(1_234_567.0), "1.23M");
-        assert_eq!(rate(45_678.0), "45.7k");
-        assert_eq!(rate(789.4), "789");
-        assert_eq!(us(42.24), "42.2");
-        assert_eq!(us(1234.4), "1234");
-        assert_eq!(ranged(Stat { median: 2.0, min: 1.0, max: 3.0 }, us), "2.0 (1.0–3.0)");
-        assert_eq!(ratio(div(1.0, 0.0)), "–");
+    }
+
+    #[test]
+    fn target_lines_parse_with_their_fields() {
+        let sample = |peer: &str, ops| Sample {
+            workload: Workload::B,
+            mode: Some(Mode::Durable),
+            cell: report_targets::B_1K.into(),
+            record_bytes: 1024,
+            peer: peer.into(),
+            rep: 0,
+            outcome: Outcome { ops, bytes: ops * 1024, seconds: 1.0, ..Outcome::default() },
+        };
+        let samples = vec![sample("rill", 50_000), sample("fjall", 10_000)];
+        let summaries = crate::sample::summarize(&samples);
+        let run = RunInfo {
+            profile: "test".into(),
+            command: "test".into(),
+            tag: "t".into(),
+            unix_ms: 0,
+            engine_cores: 2,
+            groups: 64,
+            peers: vec!["fjall".into()],
+            reps: 1,
+            elapsed_s: 1.0,
+            floor_direct: true,
+        };
+        let machine = Machine::probe(Path::new("."));
+        let text = json_lines(&run, &machine, &samples, &summaries);
+        let targets: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("each line is JSON"))
+            .filter(|v| v["type"] == "target")
+            .collect();
+        assert_eq!(targets.len(), report_targets::targets(&summaries, &samples).len());
+        for t in &targets {
+            assert!(t["name"].is_string() && t["goal"].is_string(), "{t}");
+            assert!(t["value"].is_number() || t["value"].is_null(), "{t}");
+            assert!(t["met"].is_boolean() || t["met"].is_null(), "{t}");
+            assert!(t["machine"]["kernel"].is_string() && t["run"] == "t", "{t}");
+        }
+        let fjall = targets.iter().find(|t| t["name"].as_str().unwrap().contains("rill / fjall")).unwrap();
+        assert_eq!(
+            (fjall["value"].as_f64(), fjall["met"].as_bool(), fjall["goal"].as_str()),
+            (Some(5.0), Some(true), Some("≥ 4x"))
+        );
+        let ram = targets.iter().find(|t| t["name"].as_str().unwrap().starts_with("RAM")).unwrap();
+        assert!(ram["value"].is_null() && ram["met"].is_null(), "{ram}");
+        let md = markdown(&run, &machine, &summaries, &samples, &[]);
+        let last = md.rfind("## ").map(|i| &md[i..]).unwrap();
+        assert!(last.starts_with("## Targets of issue 13"), "the targets come last: {md}");
     }
 }

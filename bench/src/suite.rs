@@ -37,11 +37,12 @@ use rill::{Engine, StreamId};
 use crate::floor::{self, FloorFile, WriteProbe, WRITE_PROBES};
 use crate::peers;
 use crate::progress::Progress;
-use crate::report;
+use crate::report_table;
 use crate::rill_side::{self, create_streams, shutdown, stream_ids};
 use crate::sample::{Outcome, Sample, Workload};
 use crate::util::{bytes_label, count_label, Mode, Result, Scratch};
 use crate::window::Timing;
+use crate::workloads::calls::Calls;
 use crate::workloads::cold::{self, ColdShape, Loaded};
 use crate::workloads::idem::{self, IdemShape};
 use crate::workloads::ingest::{self, IngestShape};
@@ -55,6 +56,21 @@ pub struct FanIn {
     pub streams: usize,
     pub zipf: bool,
     pub record_bytes: usize,
+    /// rill makes `append_many` calls of [`B_MANY`] (else one `append` per
+    /// record, `b_window` per client).
+    pub many: bool,
+}
+
+impl FanIn {
+    /// A cell of independent appends.
+    pub fn appends(streams: usize, zipf: bool, record_bytes: usize) -> FanIn {
+        FanIn { streams, zipf, record_bytes, many: false }
+    }
+
+    /// A cell of `append_many` calls.
+    pub fn many(streams: usize, zipf: bool, record_bytes: usize) -> FanIn {
+        FanIn { streams, zipf, record_bytes, many: true }
+    }
 }
 
 /// Everything a profile measures.
@@ -70,7 +86,8 @@ pub struct Profile {
     pub a_window: usize,
     /// A with `append_batch` ([`A_BATCHES`]): record sizes.
     pub a_batch_sizes: Vec<usize>,
-    /// B: cells; clients × window in flight.
+    /// B: cells; clients × window in flight (the `append_many` cells:
+    /// clients × [`B_MANY`]).
     pub b_cells: Vec<FanIn>,
     pub b_clients: usize,
     pub b_window: usize,
@@ -98,6 +115,9 @@ const KIB: usize = 1024;
 /// A's batched cells: `(requests in flight, records per request)`.
 pub const A_BATCHES: (usize, usize) = (4, 64);
 
+/// B's `append_many` cells: `(calls in flight per client, items per call)`.
+pub const B_MANY: (usize, usize) = (4, 64);
+
 impl Profile {
     /// About two minutes on two cores: every workload, short cells.
     pub fn quick() -> Profile {
@@ -110,9 +130,11 @@ impl Profile {
             a_window: 128,
             a_batch_sizes: vec![KIB],
             b_cells: vec![
-                FanIn { streams: 1000, zipf: false, record_bytes: KIB },
-                FanIn { streams: 1000, zipf: false, record_bytes: 256 },
-                FanIn { streams: 10_000, zipf: true, record_bytes: KIB },
+                FanIn::appends(1000, false, KIB),
+                FanIn::appends(1000, false, 256),
+                FanIn::appends(10_000, true, KIB),
+                FanIn::many(1000, false, KIB),
+                FanIn::many(1000, false, 256),
             ],
             b_clients: 4,
             b_window: 64,
@@ -142,11 +164,14 @@ impl Profile {
         let mut b_cells = Vec::new();
         for streams in [1000, 10_000, 100_000] {
             for zipf in [false, true] {
-                b_cells.push(FanIn { streams, zipf, record_bytes: KIB });
+                b_cells.push(FanIn::appends(streams, zipf, KIB));
             }
         }
         for record_bytes in [100, 256, 16 * KIB] {
-            b_cells.push(FanIn { streams: 1000, zipf: false, record_bytes });
+            b_cells.push(FanIn::appends(1000, false, record_bytes));
+        }
+        for record_bytes in [KIB, 256] {
+            b_cells.push(FanIn::many(1000, false, record_bytes));
         }
         Profile {
             name: "full",
@@ -191,7 +216,7 @@ impl Profile {
             a_sizes: vec![KIB],
             a_window: 8,
             a_batch_sizes: vec![KIB],
-            b_cells: vec![FanIn { streams: 50, zipf: true, record_bytes: 100 }],
+            b_cells: vec![FanIn::appends(50, true, 100), FanIn::many(50, false, 100)],
             b_clients: 2,
             b_window: 8,
             c_rates: vec![500.0],
@@ -303,7 +328,13 @@ fn rotated<T: Clone>(items: &[T], by: usize) -> Vec<T> {
 }
 
 fn fan_in_label(c: &FanIn) -> String {
-    format!("{} streams, {}", count_label(c.streams), if c.zipf { "zipf" } else { "uniform" })
+    let spread = if c.zipf { "zipf" } else { "uniform" };
+    let label = format!("{} streams, {spread}", count_label(c.streams));
+    if c.many {
+        format!("{label}, append_many ×{}", B_MANY.1)
+    } else {
+        label
+    }
 }
 
 /// Expands a profile into its steps, in the order they run.
@@ -326,16 +357,15 @@ fn plan(opts: &SuiteOptions) -> Vec<Step> {
             let mut peers: Vec<&str> = vec!["rill"];
             peers.extend(opts.peers.iter().map(String::as_str).filter(|p| peers::supports(p, mode)));
             if wants(Workload::A) {
-                let single = p.a_sizes.iter().map(|&b| (b, p.a_window, 1));
+                let single = p.a_sizes.iter().map(|&b| (b, p.a_window, Calls::Append));
                 let (window, batch) = A_BATCHES;
-                let batched = p.a_batch_sizes.iter().map(|&b| (b, window, batch));
-                for (record_bytes, window, batch) in single.chain(batched) {
+                let batched = p.a_batch_sizes.iter().map(|&b| (b, window, Calls::Batch(batch)));
+                for (record_bytes, window, calls) in single.chain(batched) {
                     let shape =
-                        IngestShape { streams: 1, zipf: false, clients: 1, window, record_bytes, batch };
-                    let cell = if batch == 1 {
-                        "1 stream".to_string()
-                    } else {
-                        format!("1 stream, batches of {batch}")
+                        IngestShape { streams: 1, zipf: false, clients: 1, window, record_bytes, calls };
+                    let cell = match calls {
+                        Calls::Batch(n) => format!("1 stream, batches of {n}"),
+                        _ => "1 stream".to_string(),
                     };
                     k += 1;
                     for peer in rotated(&peers, k) {
@@ -346,13 +376,15 @@ fn plan(opts: &SuiteOptions) -> Vec<Step> {
             }
             if wants(Workload::B) {
                 for c in &p.b_cells {
+                    let (window, calls) =
+                        if c.many { (B_MANY.0, Calls::Many(B_MANY.1)) } else { (p.b_window, Calls::Append) };
                     let shape = IngestShape {
                         streams: c.streams,
                         zipf: c.zipf,
                         clients: p.b_clients,
-                        window: p.b_window,
+                        window,
                         record_bytes: c.record_bytes,
-                        batch: 1,
+                        calls,
                     };
                     k += 1;
                     for peer in rotated(&peers, k) {
@@ -473,8 +505,8 @@ impl Context<'_> {
         }
         let file = self.floor.as_ref().expect("created above");
         let (_, block) = match pairing {
-            Pairing::Bandwidth => report::floor_bandwidth_label(mode),
-            Pairing::Latency => report::floor_latency_label(mode),
+            Pairing::Bandwidth => report_table::floor_bandwidth_label(mode),
+            Pairing::Latency => report_table::floor_latency_label(mode),
         };
         let probe = WriteProbe { block, sync: mode == Mode::Durable };
         let (o, direct) = file.probe(probe, self.opts.profile.floor_time / 2)?;
@@ -693,6 +725,42 @@ mod tests {
             })
             .collect();
         assert_ne!(firsts[0], firsts[1]);
+    }
+
+    #[test]
+    fn the_profiles_hold_the_cells_of_the_targets() {
+        use crate::report_targets::{A_1, B_1K, B_1K_MANY, C_RATE};
+        let has = |o: &SuiteOptions, w: Workload, mode: Mode, cell: &str, bytes: usize, peer: &str| {
+            plan(o).iter().any(|s| {
+                s.workload == w
+                    && s.mode == Some(mode)
+                    && s.cell.starts_with(cell)
+                    && s.record_bytes == bytes
+                    && s.peer == peer
+            })
+        };
+        let (d, r) = (Mode::Durable, Mode::Relaxed);
+        let mut o = opts(&["fjall", "okaywal"]);
+        for profile in [Profile::quick(), Profile::full()] {
+            o.profile = profile;
+            for peer in ["rill", "fjall", "okaywal"] {
+                assert!(has(&o, Workload::B, d, B_1K, KIB, peer), "{} {peer}", o.profile.name);
+                assert!(has(&o, Workload::B, d, B_1K_MANY, KIB, peer), "{} {peer}", o.profile.name);
+                assert!(has(&o, Workload::B, d, B_1K_MANY, 256, peer), "{} {peer}", o.profile.name);
+            }
+            assert!(has(&o, Workload::B, r, B_1K, KIB, "fjall"));
+            assert!(has(&o, Workload::A, d, A_1, 100, "fjall"));
+        }
+        // The full profile (and `durable`, which runs it) also has these.
+        assert!(has(&o, Workload::B, d, B_1K, 16 * KIB, "rill"));
+        assert!(has(&o, Workload::C, d, &format!("{C_RATE} "), KIB, "rill"));
+        // The append_many cells: 4 clients × 4 calls × 64 items in flight;
+        // a peer gets 4 × 64 records per write.
+        let many = plan(&o).into_iter().find(|s| s.cell == B_1K_MANY).unwrap();
+        let Action::Ingest(shape) = many.action else { panic!("{many:?}") };
+        assert_eq!((shape.clients, shape.window, shape.calls), (4, 4, Calls::Many(64)));
+        let tiny = SuiteOptions { profile: Profile::tiny(), ..opts(&[]) };
+        assert!(plan(&tiny).iter().any(|s| s.cell.ends_with("append_many ×64")));
     }
 
     #[test]

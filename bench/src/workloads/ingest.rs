@@ -1,20 +1,22 @@
 //! Workloads A and B: closed-loop append throughput.
 //!
 //! `clients` client threads each keep `window` requests in flight (rill: a
-//! `futures::executor::block_on` loop over a `FuturesUnordered` of
-//! `engine.append` calls, or of `engine.append_batch` calls of `batch`
-//! records to one stream when `batch > 1`; a peer: one
-//! [`SyncStore::write`] of `window × batch` records at a time, so a peer
-//! always gets at least the batching rill gets). Each request picks its
-//! stream uniformly or by Zipf rank over `streams` streams. A is one
-//! stream; B is many.
+//! `futures::executor::block_on` loop over a `FuturesUnordered` of requests
+//! made as the shape's [`Calls`] says: `engine.append` of one record,
+//! `engine.append_batch` of `n` records to one stream, or
+//! `engine.append_many` of `n` items, each to its own stream; a peer: one
+//! [`SyncStore::write`] of `window × n` records at a time, so a peer always
+//! gets at least the batching rill gets). Each stream (of a request, or of
+//! an `append_many` item) is picked uniformly or by Zipf rank over
+//! `streams` streams. A is one stream; B is many.
 //!
 //! Every run has an unmeasured warm-up and a measured time. Throughput
 //! counts records acknowledged inside the measured time; latency is taken
 //! by the client for every record issued inside it, from just before the
-//! call to its acknowledgement (for a peer, every record of a call gets the
-//! call's latency). rill's temporary errors (backpressure) are retried
-//! after a backoff ([`crate::retry`]) and counted. After a rill run every stream's append count and tail
+//! call to its acknowledgement (every record of a call gets the call's
+//! latency). rill's temporary errors (backpressure) are retried after a
+//! backoff ([`crate::retry`]) and counted. Every record's reply is checked
+//! ([`calls`]), and after a rill run every stream's append count and tail
 //! are checked against the appends acknowledged to it.
 //!
 //! Client threads are named `bench-client-<n>`, and a window observer
@@ -26,14 +28,14 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use hdrhistogram::Histogram;
-use rill::{Append, AppendBatch, Engine, StreamId};
+use rill::{Engine, StreamId};
 
 use crate::peers::SyncStore;
-use crate::retry::retrying;
 use crate::rill_side::check_tails;
 use crate::sample::Outcome;
-use crate::util::{filler, latency_histogram, record_since, Picker, Result, Rng};
+use crate::util::{filler, latency_histogram, Picker, Result, Rng};
 use crate::window::{self, Clock, Timing};
+use crate::workloads::calls::{self, Calls, Request};
 
 /// The shape of an ingest run.
 #[derive(Clone, Debug)]
@@ -43,16 +45,24 @@ pub struct IngestShape {
     pub clients: usize,
     pub window: usize,
     pub record_bytes: usize,
-    /// Records per request (1: `append`; more: `append_batch`).
-    pub batch: usize,
+    /// How rill's requests are made; a peer's write call carries `window ×
+    /// calls.records()` records.
+    pub calls: Calls,
 }
 
 /// What one client saw.
 struct Tally {
     in_window: u64,
     latency: Histogram<u64>,
+    /// Records acknowledged per stream (rill only).
     acked: Vec<u64>,
     retries: u64,
+}
+
+impl Tally {
+    fn new(streams: usize) -> Tally {
+        Tally { in_window: 0, latency: latency_histogram(), acked: vec![0; streams], retries: 0 }
+    }
 }
 
 fn merge(tallies: Vec<Result<Tally>>, streams: usize) -> Result<(u64, Histogram<u64>, Vec<u64>, u64)> {
@@ -125,114 +135,27 @@ fn rill_client(
     seed: u64,
     me: Client<'_>,
 ) -> Result<Tally> {
-    if shape.batch > 1 {
-        return rill_batch_client(engine, ids, picker, shape, payload, clock, seed, me);
-    }
-    let window = shape.window;
     futures::executor::block_on(async {
         let len = payload.len() as u64;
         let mut rng = Rng::new(seed);
-        let mut tally =
-            Tally { in_window: 0, latency: latency_histogram(), acked: vec![0; ids.len()], retries: 0 };
-        let mut in_flight = FuturesUnordered::new();
-        loop {
-            if Instant::now() < clock.stop {
-                while in_flight.len() < window {
-                    let s = picker.pick(&mut rng);
-                    let id = &ids[s];
-                    in_flight.push(async move {
-                        let began = Instant::now();
-                        let (reply, retries) =
-                            retrying(|| engine.append(Append::new(id.clone(), payload.clone()))).await;
-                        (s, began, Instant::now(), reply, retries)
-                    });
-                }
-            }
-            let Some((s, began, answered, reply, retries)) = in_flight.next().await else { break };
-            let reply = reply?;
-            tally.retries += retries;
-            if reply.next_offset - reply.start_offset != len || reply.deduplicated {
-                return Err(format!(
-                    "append to {} answered [{}, {}) for {len} bytes",
-                    ids[s], reply.start_offset, reply.next_offset
-                )
-                .into());
-            }
-            tally.acked[s] += 1;
-            me.acks.add(me.n, 1);
-            if began >= clock.from {
-                record_since(&mut tally.latency, began, answered);
-            }
-            if clock.inside(answered) {
-                tally.in_window += 1;
-            }
-        }
-        Ok(tally)
-    })
-}
-
-/// [`rill_client`] with `append_batch` requests of `shape.batch` records.
-#[allow(clippy::too_many_arguments)]
-fn rill_batch_client(
-    engine: &Engine,
-    ids: &[StreamId],
-    picker: &Picker,
-    shape: &IngestShape,
-    payload: &Bytes,
-    clock: Clock,
-    seed: u64,
-    me: Client<'_>,
-) -> Result<Tally> {
-    futures::executor::block_on(async {
-        let len = payload.len() as u64;
-        let n = shape.batch as u64;
-        let mut rng = Rng::new(seed);
-        let mut tally =
-            Tally { in_window: 0, latency: latency_histogram(), acked: vec![0; ids.len()], retries: 0 };
+        let mut tally = Tally::new(ids.len());
         let mut in_flight = FuturesUnordered::new();
         loop {
             if Instant::now() < clock.stop {
                 while in_flight.len() < shape.window {
-                    let s = picker.pick(&mut rng);
-                    let id = &ids[s];
-                    in_flight.push(async move {
-                        let began = Instant::now();
-                        let (reply, retries) = retrying(|| {
-                            engine.append_batch(AppendBatch::new(
-                                id.clone(),
-                                vec![payload.clone(); shape.batch],
-                            ))
-                        })
-                        .await;
-                        (s, began, Instant::now(), reply, retries)
-                    });
+                    let request = Request::pick(shape.calls, picker, &mut rng);
+                    in_flight.push(calls::send(engine, ids, request, payload));
                 }
             }
-            let Some((s, began, answered, reply, retries)) = in_flight.next().await else { break };
-            let reply = reply?;
-            tally.retries += retries;
-            if reply.items.len() as u64 != n {
-                return Err(
-                    format!("batch to {} answered {} items for {n}", ids[s], reply.items.len()).into()
-                );
-            }
-            for item in reply.items {
-                let item = item?;
-                if item.next_offset - item.start_offset != len || item.deduplicated {
-                    return Err(format!(
-                        "batch item of {} answered [{}, {})",
-                        ids[s], item.start_offset, item.next_offset
-                    )
-                    .into());
-                }
-            }
-            tally.acked[s] += n;
+            let Some(done) = in_flight.next().await else { break };
+            let n = done.check(ids, len, &mut tally.acked)?;
+            tally.retries += done.retries;
             me.acks.add(me.n, n);
-            if began >= clock.from {
-                let ns = answered.saturating_duration_since(began).as_nanos().max(1) as u64;
+            if done.began >= clock.from {
+                let ns = done.answered.saturating_duration_since(done.began).as_nanos().max(1) as u64;
                 tally.latency.saturating_record_n(ns, n);
             }
-            if clock.inside(answered) {
+            if clock.inside(done.answered) {
                 tally.in_window += n;
             }
         }
@@ -253,9 +176,8 @@ pub fn sync(store: &dyn SyncStore, shape: &IngestShape, timing: Timing, seed: u6
                 let (payload, picker, acks) = (&payload, &picker, &acks);
                 window::client_thread(scope, c, acks, move || {
                     let mut rng = Rng::new(seed + c as u64);
-                    let mut tally =
-                        Tally { in_window: 0, latency: latency_histogram(), acked: Vec::new(), retries: 0 };
-                    let per_call = shape.window * shape.batch;
+                    let mut tally = Tally::new(0);
+                    let per_call = shape.window * shape.calls.records();
                     let mut keys = Vec::with_capacity(per_call);
                     // Sequence numbers carry the client in their top bits,
                     // so clients writing one stream never collide.
