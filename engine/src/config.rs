@@ -186,14 +186,16 @@ impl Config {
     }
 
     /// When an append is acknowledged: after `fdatasync` (the default) or,
-    /// explicitly relaxed, after the write with a sync every interval (see
-    /// [`Durability::Interval`] for exactly what that can lose).
+    /// explicitly relaxed, once the write is in the page cache, with a sync
+    /// every interval (see [`Durability::Interval`] for exactly what that
+    /// can lose).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.wal.durability = durability;
         self
     }
 
-    /// DMA (default) or `std::fs` WAL files.
+    /// DMA (default; in `Durability::Interval` mode, a shared mapping),
+    /// `std::fs` or memory-mapped WAL files (see [`WalIo`]).
     pub fn wal_io(mut self, io: WalIo) -> Self {
         self.wal.io = io;
         self

@@ -11,6 +11,12 @@
 //! when the op had landed. See [`rill_tests::crash`] for the
 //! workload, the transcript format and the model.
 //!
+//! The same cycles run a second time in the relaxed durability
+//! (`Durability::Interval` with a 10-minute interval, the WAL written
+//! through the page cache): acknowledged there means copied into the page
+//! cache, which `kill -9` does not lose either, although nearly nothing was
+//! synced when the kill lands.
+//!
 //! The seed is printed first; `RILL_CRASH_SEED=<seed>` replays the same
 //! workloads, delays and kill points (the kill lands on a different
 //! instruction each time, so a replay is close, not exact).
@@ -20,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::executor::block_on;
-use rill::Engine;
+use rill::{Config, Engine};
 use rill_tests::crash::process::{env_number, run_child, ChildSpec};
-use rill_tests::crash::{engine_config, mix, Model, Rng, TAG_PARENT};
+use rill_tests::crash::{engine_config, mix, relaxed_config, Model, Rng, TAG_PARENT};
 
 const DEFAULT_CYCLES: u32 = 20;
 /// The child runs this long (ms, uniform) after opening before the kill.
@@ -30,12 +36,25 @@ const RUN_MS: (u64, u64) = (50, 400);
 
 #[test]
 fn kill_9_loses_no_acknowledged_operation() {
+    kill_9_cycles("crash test", engine_config, &[]);
+}
+
+// The relaxed mode's promise (`Durability::Interval`): nothing acknowledged
+// is lost to a process crash, though it was only copied into the page cache.
+#[test]
+fn kill_9_in_relaxed_mode_loses_no_acknowledged_operation() {
+    kill_9_cycles("relaxed crash test", relaxed_config, &["--relaxed"]);
+}
+
+/// Runs the crash cycles with the children started with `args` and the
+/// parent reopening with `config`.
+fn kill_9_cycles(name: &str, config: fn(&Path) -> Config, args: &[&str]) {
     let cycles = env_number("RILL_CRASH_CYCLES").map_or(DEFAULT_CYCLES, |n| n as u32);
     let seed = env_number("RILL_CRASH_SEED").unwrap_or_else(|| {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970");
         mix(&[now.as_secs(), now.subsec_nanos().into(), std::process::id().into()])
     });
-    println!("crash test: seed {seed}, {cycles} cycles (replay with RILL_CRASH_SEED={seed})");
+    println!("{name}: seed {seed}, {cycles} cycles (replay with RILL_CRASH_SEED={seed})");
 
     let work = tempfile::tempdir().expect("temp dir");
     let data: PathBuf = work.path().join("data");
@@ -43,7 +62,7 @@ fn kill_9_loses_no_acknowledged_operation() {
     let mut rng = Rng::new(mix(&[seed, TAG_PARENT]));
     let started = Instant::now();
     for cycle in 0..cycles {
-        let ctx = format!("seed {seed} cycle {cycle}");
+        let ctx = format!("{name}: seed {seed} cycle {cycle}");
         let run_for = Duration::from_millis(rng.range(RUN_MS.0, RUN_MS.1));
         let resends = model.resends();
         let spec = ChildSpec {
@@ -51,12 +70,12 @@ fn kill_9_loses_no_acknowledged_operation() {
             data: &data,
             work: work.path(),
             seed,
-            args: &[],
+            args,
         };
         let run = run_child(&spec, cycle, &resends, run_for, None);
         let t = model.apply_transcript(cycle, &run.lines).unwrap_or_else(|e| panic!("{ctx}: {e}"));
 
-        let engine = Engine::open(engine_config(&data)).unwrap_or_else(|e| {
+        let engine = Engine::open(config(&data)).unwrap_or_else(|e| {
             panic!("{ctx}: reopening after the kill failed: {e} ({})", e.code().as_str())
         });
         let v = block_on(model.verify(&engine, cycle));
@@ -93,5 +112,5 @@ fn kill_9_loses_no_acknowledged_operation() {
             v.bytes,
         );
     }
-    println!("crash test: seed {seed}, {cycles} cycles passed in {:.1} s", started.elapsed().as_secs_f64());
+    println!("{name}: seed {seed}, {cycles} cycles passed in {:.1} s", started.elapsed().as_secs_f64());
 }

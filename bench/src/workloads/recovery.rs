@@ -67,6 +67,7 @@ pub fn child_args(dir: &Path, mode: Mode, shape: &RecoveryShape) -> Vec<String> 
         match crate::rill_side::wal_io() {
             rill::WalIo::Dma => "dma".into(),
             rill::WalIo::Std => "std".into(),
+            rill::WalIo::Mapped => "mapped".into(),
         },
     ]
 }
@@ -77,7 +78,11 @@ pub fn child_main(args: &[String]) -> Result<()> {
     let [dir, mode, streams, record_bytes, clients, window, wal_io] = args else {
         return Err(format!("__child-writer takes 7 arguments, got {args:?}").into());
     };
-    crate::rill_side::set_wal_io(if wal_io == "std" { rill::WalIo::Std } else { rill::WalIo::Dma });
+    crate::rill_side::set_wal_io(match wal_io.as_str() {
+        "std" => rill::WalIo::Std,
+        "mapped" => rill::WalIo::Mapped,
+        _ => rill::WalIo::Dma,
+    });
     let mode = match mode.as_str() {
         "durable" => Mode::Durable,
         "relaxed" => Mode::Relaxed,

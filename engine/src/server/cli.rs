@@ -46,18 +46,21 @@ pub enum Command {
 pub enum DurabilityArg {
     /// After the write is fdatasync'ed (survives power loss).
     Fsync,
-    /// After the write reached the device; synced every --sync-interval-ms
-    /// (survives a process crash, may lose that interval on power loss).
+    /// After the write reached the page cache; synced every
+    /// --sync-interval-ms (survives a process crash, may lose that interval
+    /// on power loss).
     Interval,
 }
 
 /// How WAL files are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WalIoArg {
-    /// O_DIRECT through io_uring.
+    /// O_DIRECT through io_uring (with --durability interval: as mapped).
     Dma,
     /// std::fs writes, for file systems without O_DIRECT (tmpfs).
     Std,
+    /// A shared memory mapping of preallocated segments (the page cache).
+    Mapped,
 }
 
 /// The flags of `rill serve` (`--help` lists them).
@@ -167,6 +170,7 @@ impl ServeArgs {
         config = config.wal_io(match self.wal_io {
             WalIoArg::Dma => WalIo::Dma,
             WalIoArg::Std => WalIo::Std,
+            WalIoArg::Mapped => WalIo::Mapped,
         });
         if let Some(v) = self.mailbox_capacity {
             config = config.mailbox_capacity(v);

@@ -332,17 +332,8 @@ impl Inner {
     }
 
     async fn prepare(&self, name: &str) -> Result<Rc<dyn SegmentFile>> {
-        const CHUNK: u64 = 1 << 20;
-        let file = self.dir.create(name).await?;
         let size = self.config.segment_bytes.div_ceil(BLOCK as u64) * BLOCK as u64;
-        let mut offset = 0;
-        while offset < size {
-            let len = CHUNK.min(size - offset);
-            file.write_at(vec![0u8; len as usize], offset).await?;
-            offset += len;
-        }
-        file.sync().await?;
-        Ok(file)
+        self.dir.create_zeroed(name, size).await
     }
 
     /// Removes every segment whose records all have LSNs at or below `cut`.

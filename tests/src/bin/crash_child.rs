@@ -13,6 +13,9 @@
 //! stdout goes away or after a long idle time, so an abandoned child never
 //! lingers.
 //!
+//! With `--relaxed` it runs the crash test's configuration in the relaxed
+//! durability (`Durability::Interval` with an interval far longer than a
+//! cycle, so at the kill most acknowledged appends were never synced).
 //! With `--power-loss` it runs the power-loss test's configuration (WAL on
 //! standard I/O, checkpoints every 200 ms) and, beside the scripts, bucket
 //! purges and on-demand checkpoints, compaction and GC
@@ -26,7 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rill::Engine;
-use rill_tests::crash::{engine_config, power_loss_config, run_workload_with, Extras, Resend, Sink};
+use rill_tests::crash::{
+    engine_config, power_loss_config, relaxed_config, run_workload_with, Extras, Resend, Sink,
+};
 
 /// Plants the bug `RILL_PLANT` names in the whole process (the `planted`
 /// feature's teeth runs of the power-loss test).
@@ -70,6 +75,8 @@ impl Sink for StdoutSink {
 struct Args {
     /// `--power-loss`: the power-loss test's configuration and extras.
     power_loss: bool,
+    /// `--relaxed`: the crash test's configuration, relaxed durability.
+    relaxed: bool,
     dir: PathBuf,
     seed: u64,
     cycle: u32,
@@ -78,16 +85,26 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let power_loss = args.last().is_some_and(|a| a == "--power-loss");
-    if power_loss {
+    let (mut power_loss, mut relaxed) = (false, false);
+    while let Some(flag) = args.last().filter(|a| a.starts_with("--")) {
+        match flag.as_str() {
+            "--power-loss" => power_loss = true,
+            "--relaxed" => relaxed = true,
+            other => return Err(format!("unknown flag {other}")),
+        }
         args.pop();
     }
+    if power_loss && relaxed {
+        return Err("--power-loss and --relaxed are separate configurations".to_string());
+    }
     let [dir, seed, cycle, resend_file] = &args[..] else {
-        return Err("usage: crash_child <data dir> <seed> <cycle> <resend file> [--power-loss]".to_string());
+        return Err("usage: crash_child <data dir> <seed> <cycle> <resend file> [--power-loss | --relaxed]"
+            .to_string());
     };
     let text = std::fs::read_to_string(resend_file).map_err(|e| format!("reading {resend_file}: {e}"))?;
     Ok(Args {
         power_loss,
+        relaxed,
         dir: PathBuf::from(dir),
         seed: seed.parse().map_err(|_| format!("bad seed `{seed}`"))?,
         cycle: cycle.parse().map_err(|_| format!("bad cycle `{cycle}`"))?,
@@ -107,7 +124,13 @@ fn main() -> ExitCode {
         eprintln!("crash_child: {e}");
         return ExitCode::from(2);
     }
-    let config = if args.power_loss { power_loss_config(&args.dir) } else { engine_config(&args.dir) };
+    let config = if args.power_loss {
+        power_loss_config(&args.dir)
+    } else if args.relaxed {
+        relaxed_config(&args.dir)
+    } else {
+        engine_config(&args.dir)
+    };
     let engine = match Engine::open(config) {
         Ok(engine) => engine,
         Err(e) => {

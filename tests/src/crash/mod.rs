@@ -114,7 +114,7 @@ mod verify;
 
 use std::path::Path;
 
-use rill::{Config, ErrorCode, WalIo};
+use rill::{Config, Durability, ErrorCode, WalIo};
 
 pub use child::{run_workload, run_workload_with, Extras, Resend, Sink};
 pub use ops::{payload, Expect, Op, OpKind, Outcome, StreamKey};
@@ -165,6 +165,17 @@ pub fn engine_config(dir: &Path) -> Config {
         .compaction(8 * 1024, 256 * 1024, std::time::Duration::from_millis(0))
         .wal_segment_bytes(256 * 1024)
         .checkpoint_wal_bytes(1024 * 1024)
+}
+
+/// How often [`relaxed_config`] syncs: far longer than any cycle, so that
+/// only segment rotations and checkpoints sync the log before the kill.
+pub const RELAXED_SYNC: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The crash test's configuration in the relaxed durability
+/// (`Durability::Interval`, WAL segments written through the page cache by
+/// the default `WalIo`): what `kill -9` must not lose either.
+pub fn relaxed_config(dir: &Path) -> Config {
+    engine_config(dir).durability(Durability::Interval(RELAXED_SYNC))
 }
 
 /// The engine configuration of the power-loss test: the crash test's, with
