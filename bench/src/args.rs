@@ -13,7 +13,7 @@
 //!               --only W,...       workloads among floor,A,B,C,D,E,F,G
 //!               --modes M,...      durable, relaxed (default both)
 //!               --peers P,...|none peers besides rill (default: every compiled-in peer)
-//!               --wal-io IO        dma, std or mapped: how rill writes its WAL (std for file systems without O_DIRECT)
+//!               --wal-io IO        dma, std, buffered or mapped: how rill writes its WAL (std without O_DIRECT)
 //!               --no-progress      no progress line on stderr
 //!               --no-events        no kernel tracepoint counters in the windows (they cost a little per syscall)
 //! load options: --streams N --records N --record-bytes N --clients N --window N, --skip-load
@@ -85,7 +85,7 @@ pub const USAGE: &str = "usage:
   rill-bench full    [options]
   rill-bench durable [options]
 options: [--dir D] [--reps N] [--seconds S] [--warmup S] [--scale X] [--only floor,A,B,C,D,E,F,G]
-         [--modes durable,relaxed] [--peers P,...|none] [--wal-io dma|std|mapped] [--no-progress] [--no-events]";
+         [--modes durable,relaxed] [--peers P,...|none] [--wal-io dma|std|buffered|mapped] [--no-progress] [--no-events]";
 
 fn number<T: std::str::FromStr>(name: &str, raw: String) -> Result<T, String>
 where
@@ -199,8 +199,9 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Options, String>
                 opts.wal_io = match value("--wal-io")?.as_str() {
                     "dma" => WalIo::Dma,
                     "std" => WalIo::Std,
+                    "buffered" => WalIo::Buffered,
                     "mapped" => WalIo::Mapped,
-                    other => return Err(format!("--wal-io is dma, std or mapped, not {other:?}")),
+                    other => return Err(format!("--wal-io is dma, std, buffered or mapped, not {other:?}")),
                 }
             }
             "--no-progress" => opts.progress = false,

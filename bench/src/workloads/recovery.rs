@@ -67,6 +67,7 @@ pub fn child_args(dir: &Path, mode: Mode, shape: &RecoveryShape) -> Vec<String> 
         match crate::rill_side::wal_io() {
             rill::WalIo::Dma => "dma".into(),
             rill::WalIo::Std => "std".into(),
+            rill::WalIo::Buffered => "buffered".into(),
             rill::WalIo::Mapped => "mapped".into(),
         },
     ]
@@ -80,6 +81,7 @@ pub fn child_main(args: &[String]) -> Result<()> {
     };
     crate::rill_side::set_wal_io(match wal_io.as_str() {
         "std" => rill::WalIo::Std,
+        "buffered" => rill::WalIo::Buffered,
         "mapped" => rill::WalIo::Mapped,
         _ => rill::WalIo::Dma,
     });

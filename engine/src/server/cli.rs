@@ -55,11 +55,13 @@ pub enum DurabilityArg {
 /// How WAL files are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WalIoArg {
-    /// O_DIRECT through io_uring (with --durability interval: as mapped).
+    /// O_DIRECT through io_uring (with --durability interval: as buffered).
     Dma,
     /// std::fs writes, for file systems without O_DIRECT (tmpfs).
     Std,
-    /// A shared memory mapping of preallocated segments (the page cache).
+    /// Buffered pwrite into the page cache on the core.
+    Buffered,
+    /// A shared memory mapping of the segments (the page cache).
     Mapped,
 }
 
@@ -170,6 +172,7 @@ impl ServeArgs {
         config = config.wal_io(match self.wal_io {
             WalIoArg::Dma => WalIo::Dma,
             WalIoArg::Std => WalIo::Std,
+            WalIoArg::Buffered => WalIo::Buffered,
             WalIoArg::Mapped => WalIo::Mapped,
         });
         if let Some(v) = self.mailbox_capacity {

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::device::{DmaDir, MappedDir, StdDir, WalDir};
+use super::device::{BufferedDir, DmaDir, MappedDir, StdDir, WalDir};
 use super::format::BLOCK;
 use crate::error::{Error, Result};
 
@@ -25,19 +25,24 @@ pub enum Durability {
     /// back. A power failure or kernel crash may lose what was acknowledged
     /// since the last completed sync: up to one interval of writes.
     ///
-    /// With the default [`WalIo::Dma`] the segments are written through a
-    /// shared memory mapping ([`WalIo::Mapped`]; a write is a `memcpy`, no
-    /// system call per batch), since `O_DIRECT` bypasses the page cache this
-    /// mode acknowledges at; [`WalIo::Std`] keeps `pwrite` on the blocking
-    /// pool (acknowledged once `pwrite` returns). See
-    /// [`WalConfig::segment_io`].
+    /// With the default [`WalIo::Dma`] the segments are written with a
+    /// buffered `pwrite` on the core ([`WalIo::Buffered`]: one system call
+    /// per batch, no I/O, no thread hop), since `O_DIRECT` bypasses the page
+    /// cache this mode acknowledges at; [`WalIo::Mapped`] writes them
+    /// through a shared memory mapping instead, and [`WalIo::Std`] keeps
+    /// `pwrite` on the blocking pool. See [`WalConfig::segment_io`].
     ///
-    /// The recovery rule is the same as under `Fsync` (FORMAT.md, "Reading
-    /// a segment back"): the log ends at the first record that is not
-    /// whole. The page cache may write back the unsynced end of the log in
-    /// any order, so after a power cut a later page of that end can be on
-    /// the disk while an earlier one is not; the open then fails with
-    /// `Corrupted` at the gap rather than drop the later records silently.
+    /// Recovery reads the log the same way in both modes (FORMAT.md,
+    /// "Reading a segment back"): it ends at the first record that is not
+    /// whole, and a whole record after a damaged one fails the open with
+    /// `Corrupted`. A sync writes back the pages dirty when it starts, in
+    /// file order, but the device may persist the pages of a sync still in
+    /// flight in any order, and the kernel may write back dirty pages by
+    /// itself (under memory pressure) in any order; so a power cut can
+    /// leave a later page of the unsynced end on the disk without an
+    /// earlier one. The open then fails with `Corrupted` at the gap
+    /// rather than drop the later records silently, as it does for a torn
+    /// last batch under `Fsync`, but over up to an interval of writes.
     Interval(Duration),
 }
 
@@ -46,18 +51,23 @@ pub enum Durability {
 pub enum WalIo {
     /// The default: glommio DMA (`O_DIRECT` through io_uring) under
     /// [`Durability::Fsync`]; under [`Durability::Interval`], which
-    /// acknowledges at the page cache, the same as [`WalIo::Mapped`].
+    /// acknowledges at the page cache, the same as [`WalIo::Buffered`].
     Dma,
-    /// `std::fs` writes and `fdatasync` on the executor's blocking pool, for
-    /// file systems without `O_DIRECT` (tmpfs, FUSE, some overlays), in
-    /// either durability mode.
+    /// `std::fs` writes and `fdatasync`, both on the executor's blocking
+    /// pool, for file systems without `O_DIRECT` (tmpfs, FUSE, some
+    /// overlays), in either durability mode.
     Std,
-    /// Segments preallocated with `fallocate` and written through a shared
-    /// writable memory mapping: a write is a `memcpy` into the page cache
-    /// (no system call), a sync an `msync` of the written range on the
-    /// blocking pool. What `Durability::Interval` uses by default; under
-    /// `Fsync` it also works (a `memcpy` and an `msync` per batch) but is
-    /// not the default.
+    /// Segments preallocated with `fallocate`, written with a buffered
+    /// `pwrite` on the core (a copy into the page cache), synced with
+    /// `fdatasync` on the blocking pool. What `Durability::Interval` uses
+    /// by default; under `Fsync` it also works (a `pwrite` and an
+    /// `fdatasync` per batch) but is not the default.
+    Buffered,
+    /// The same segments written through a shared writable memory mapping:
+    /// a write is a `memcpy` into the page cache (no system call), a sync
+    /// an `msync` of the written range on the blocking pool. Only when
+    /// chosen: it measured slower than [`WalIo::Buffered`] (page faults,
+    /// TLB shootdowns at writeback; BENCHMARKS.md, "S7").
     Mapped,
 }
 
@@ -108,12 +118,12 @@ impl WalConfig {
     }
 
     /// How segments are actually written: [`Self::io`], except that
-    /// [`WalIo::Dma`] under [`Durability::Interval`] is [`WalIo::Mapped`]
+    /// [`WalIo::Dma`] under [`Durability::Interval`] is [`WalIo::Buffered`]
     /// (`O_DIRECT` would wait for the device, where that mode acknowledges
     /// at the page cache).
     pub fn segment_io(&self) -> WalIo {
         match (self.io, self.durability) {
-            (WalIo::Dma, Durability::Interval(_)) => WalIo::Mapped,
+            (WalIo::Dma, Durability::Interval(_)) => WalIo::Buffered,
             (io, _) => io,
         }
     }
@@ -124,6 +134,7 @@ impl WalConfig {
         match self.segment_io() {
             WalIo::Dma => Rc::new(DmaDir::new(path.to_path_buf())),
             WalIo::Std => Rc::new(StdDir::new(path.to_path_buf())),
+            WalIo::Buffered => Rc::new(BufferedDir::new(path.to_path_buf(), self.segment_bytes)),
             WalIo::Mapped => Rc::new(MappedDir::new(path.to_path_buf(), self.segment_bytes)),
         }
     }

@@ -7,15 +7,21 @@
 //! completed write durable. Implementations:
 //!
 //! * [`DmaDir`]: glommio DMA files (`O_DIRECT` through io_uring); the
-//!   default on Linux under `Durability::Fsync`.
-//! * [`MappedDir`]: segments in the page cache, written through a shared
-//!   writable memory mapping (`MAP_SHARED`) of a segment preallocated with
-//!   `fallocate`; a write is a `memcpy` into the mapping (no system call,
-//!   the future is ready at once) and `sync` is an `msync` of the written
-//!   range on the executor's blocking pool. What `Durability::Interval`
-//!   runs on (see [`super::WalConfig::segment_io`]): a write counts once it
-//!   is in the page cache, which a process crash does not lose.
-//! * [`StdDir`]: `std::fs` with `pwrite` + `fdatasync`, run on the
+//!   default under `Durability::Fsync`. A write completes once the device
+//!   has it.
+//! * [`BufferedDir`]: segments in the page cache, preallocated with
+//!   `fallocate`; a write is one buffered `pwrite` on the core (a copy into
+//!   the page cache, no I/O; the future is ready when it returns), a sync
+//!   an `fdatasync` on the executor's blocking pool. What
+//!   `Durability::Interval` runs on by default (see
+//!   [`super::WalConfig::segment_io`]): a write counts once it is in the
+//!   page cache, which a process crash does not lose.
+//! * [`MappedDir`]: the same segments written through a shared writable
+//!   memory mapping (`MAP_SHARED`): a write is a `memcpy` (no system call),
+//!   a sync an `msync` of the written range on the blocking pool. Correct,
+//!   but it measured slower than `pwrite` here (page faults, and TLB
+//!   shootdowns at writeback); selected only explicitly.
+//! * [`StdDir`]: `std::fs` with `pwrite` + `fdatasync`, both run on the
 //!   executor's blocking pool so a slow device never stalls the core; for
 //!   file systems without `O_DIRECT`.
 //! * `MemDir` and `FaultyDir` (in `twins.rs`, built for tests and the
@@ -25,9 +31,9 @@
 //! Creating a segment makes its directory entry durable before returning,
 //! so a synced segment is never lost to a missing directory entry.
 //! [`WalDir::create_zeroed`] makes the preallocated next segment: by
-//! default a created file filled with zero writes and synced (so DMA writes
-//! land in space the file already has); [`MappedDir`] only allocates it,
-//! since a fresh file reads as zeros and the mapping is written in place.
+//! default a created file filled with zero writes and synced (so that DMA
+//! writes land in space the file already has); the page-cache directories
+//! only allocate it, since a fresh allocated file reads as zeros.
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
@@ -222,49 +228,9 @@ impl WalDir for StdDir {
     }
 }
 
-/// Segment files in the page cache, written through a shared writable
-/// mapping (see the module doc).
-///
-/// Every segment is created (`O_CREAT | O_EXCL`) at `size` bytes with
-/// `fallocate`, so it reads as zeros, its blocks are reserved (a first
-/// write to a page of the mapping needs no allocation that could fail with
-/// `SIGBUS` on a full disk), and the recovery scan sees zero padding after
-/// the last record. A file system without `fallocate` gets a sparse file
-/// (`set_len`) instead: correct, but there a full disk can fault a write
-/// into the mapping with `SIGBUS`. A write past the mapping (a batch larger
-/// than the segment) grows the file and maps it anew.
-#[derive(Debug, Clone)]
-pub struct MappedDir {
-    dir: PathBuf,
-    size: u64,
-}
-
-impl MappedDir {
-    /// Segments in `dir` of `segment_bytes` bytes (rounded up to a block).
-    pub fn new(dir: impl Into<PathBuf>, segment_bytes: u64) -> Self {
-        let size = segment_bytes.max(1).div_ceil(BLOCK as u64) * BLOCK as u64;
-        MappedDir { dir: dir.into(), size }
-    }
-}
-
-/// One mapped segment. Owned by one core (`Rc`, never sent); the blocking
-/// pool only ever gets a clone of the mapping's `Arc` to `msync` it.
-struct MappedSegment {
-    file: Arc<std::fs::File>,
-    path: Arc<PathBuf>,
-    map: RefCell<Arc<MmapRaw>>,
-    /// The end of the highest write so far: what a sync must cover.
-    high: Cell<u64>,
-    /// Writes so far, and the count at the start of the last sync that
-    /// completed (everything written before that start is durable).
-    writes: Cell<u64>,
-    synced_writes: Cell<u64>,
-}
-
-impl std::fmt::Debug for MappedSegment {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MappedSegment").field("path", &self.path).field("high", &self.high.get()).finish()
-    }
+/// Rounds a segment size up to whole blocks (at least one).
+fn segment_size(bytes: u64) -> u64 {
+    bytes.max(1).div_ceil(BLOCK as u64) * BLOCK as u64
 }
 
 /// Gives `file` `size` bytes of allocated zeros (`fallocate`), or at least
@@ -280,19 +246,212 @@ fn allocate(file: &std::fs::File, size: u64, path: &Path) -> Result<()> {
     }
 }
 
+/// Creates segment `path` exclusively (`O_CREAT | O_EXCL`: an existing file
+/// is an error, never truncated) with `size` bytes of allocated zeros, and
+/// makes its directory entry durable. Blocking.
+fn create_allocated(dir: &Path, path: &Path, size: u64) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .read(true)
+        .open(path)
+        .map_err(|e| Error::io_at("create wal segment", path, e))?;
+    allocate(&file, size, path)?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+/// Counts a page-cache segment's writes so that a sync with nothing new to
+/// make durable costs nothing.
+#[derive(Debug, Default)]
+struct SyncedCount {
+    /// Writes so far.
+    writes: Cell<u64>,
+    /// The count at the start of the last sync that completed (everything
+    /// written before that start is durable).
+    synced: Cell<u64>,
+}
+
+impl SyncedCount {
+    fn wrote(&self) {
+        self.writes.set(self.writes.get() + 1);
+    }
+
+    /// The count to sync up to, or `None` when everything is synced.
+    fn to_sync(&self) -> Option<u64> {
+        let writes = self.writes.get();
+        (writes != self.synced.get()).then_some(writes)
+    }
+
+    fn synced(&self, upto: u64) {
+        self.synced.set(self.synced.get().max(upto));
+    }
+}
+
+/// Segment files in the page cache, written with a buffered `pwrite` on the
+/// core (see the module doc): what `Durability::Interval` runs on.
+///
+/// Every segment is created (`O_CREAT | O_EXCL`) at the segment size with
+/// `fallocate` (a `set_len` where the file system has none), so it reads
+/// as zeros after the last record, as the recovery scan expects of a
+/// preallocated segment, and its blocks are reserved up front. A write is
+/// one `pwrite` of the whole batch on the core itself: a copy into the page
+/// cache, no I/O, so it does not wait for the device (it can block briefly
+/// where the kernel throttles writers of dirty pages); the future is ready
+/// when it returns. A sync is an `fdatasync` on the blocking pool, skipped
+/// when nothing was written since the last one started; a data-integrity
+/// sync writes back the pages dirty when it starts, not those a later write
+/// dirties while it runs.
+#[derive(Debug, Clone)]
+pub struct BufferedDir {
+    dir: PathBuf,
+    size: u64,
+}
+
+impl BufferedDir {
+    /// Segments in `dir` of `segment_bytes` bytes (rounded up to a block).
+    pub fn new(dir: impl Into<PathBuf>, segment_bytes: u64) -> Self {
+        BufferedDir { dir: dir.into(), size: segment_size(segment_bytes) }
+    }
+
+    fn create_sized(&self, name: &str, size: u64) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
+        let dir = self.dir.clone();
+        let path = Arc::new(self.dir.join(name));
+        Box::pin(async move {
+            let opened = path.clone();
+            let file = blocking(move || create_allocated(&dir, &opened, size)).await?;
+            let segment = BufferedSegment { file: Arc::new(file), path, count: SyncedCount::default() };
+            Ok(Rc::new(segment) as Rc<dyn SegmentFile>)
+        })
+    }
+}
+
+struct BufferedSegment {
+    file: Arc<std::fs::File>,
+    path: Arc<PathBuf>,
+    count: SyncedCount,
+}
+
+impl SegmentFile for BufferedSegment {
+    fn write_at(&self, bytes: Vec<u8>, offset: u64) -> LocalFuture<'_, Result<()>> {
+        use std::os::unix::fs::FileExt;
+        let written = self.file.write_all_at(&bytes, offset).map_err(|e| Error::io_at("wal write", &self.path, e));
+        self.count.wrote();
+        Box::pin(std::future::ready(written))
+    }
+
+    fn sync(&self) -> LocalFuture<'_, Result<()>> {
+        let Some(upto) = self.count.to_sync() else {
+            return Box::pin(std::future::ready(Ok(())));
+        };
+        let (file, path) = (self.file.clone(), self.path.clone());
+        Box::pin(async move {
+            blocking(move || file.sync_data().map_err(|e| Error::io_at("wal fdatasync", &path, e))).await?;
+            self.count.synced(upto);
+            Ok(())
+        })
+    }
+}
+
+impl WalDir for BufferedDir {
+    fn create(&self, name: &str) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
+        self.create_sized(name, self.size)
+    }
+
+    fn remove(&self, name: &str) -> LocalFuture<'_, Result<()>> {
+        let path = self.dir.join(name);
+        Box::pin(async move { blocking(move || remove_file(&path)).await })
+    }
+
+    /// A created segment already reads as zeros: no zero writes, no sync
+    /// (a spare that a power cut leaves without its size or blocks reads
+    /// as a torn header, which recovery accepts after a core's last
+    /// segment, exactly like a spare cut short while being zero-filled).
+    fn create_zeroed(&self, name: &str, size: u64) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
+        self.create_sized(name, segment_size(size).max(self.size))
+    }
+}
+
+/// Segment files in the page cache, written through a shared writable
+/// mapping (see the module doc); [`BufferedDir`]'s alternative, selected
+/// with `WalIo::Mapped`.
+///
+/// Segments are created as [`BufferedDir`]'s are (exclusively, allocated
+/// with `fallocate` at the segment size). A write is a `memcpy` into the
+/// mapping, with no system call; a write past the mapping (a batch larger
+/// than the segment) grows the file and maps it anew. A sync is an
+/// `msync(MS_SYNC)` of the written range on the blocking pool. The allocation
+/// matters more here: it reserves the blocks, so that a first write into a
+/// page of the mapping needs no allocation that could fail, which a mapping
+/// can only report with `SIGBUS`; on a file system without `fallocate` (a
+/// sparse `set_len` instead) a full disk can do exactly that.
+///
+/// Measured on this project's 2-vCPU VM (BENCHMARKS.md, "S7") it costs more
+/// CPU per record than [`BufferedDir`]'s `pwrite`: every page takes a fault
+/// (and a zero fill) on its first write and a write-protect fault after
+/// each writeback, and writeback must write-protect the mapped pages,
+/// flushing the TLB of every CPU that runs a thread of the process with an
+/// inter-processor interrupt.
+#[derive(Debug, Clone)]
+pub struct MappedDir {
+    dir: PathBuf,
+    size: u64,
+}
+
+impl MappedDir {
+    /// Segments in `dir` of `segment_bytes` bytes (rounded up to a block).
+    pub fn new(dir: impl Into<PathBuf>, segment_bytes: u64) -> Self {
+        MappedDir { dir: dir.into(), size: segment_size(segment_bytes) }
+    }
+
+    fn create_sized(&self, name: &str, size: u64) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
+        let dir = self.dir.clone();
+        let path = Arc::new(self.dir.join(name));
+        Box::pin(async move {
+            let opened = path.clone();
+            let (file, map) = blocking(move || {
+                let file = create_allocated(&dir, &opened, size)?;
+                let map = map_segment(&file, size, &opened)?;
+                Ok::<_, Error>((file, map))
+            })
+            .await?;
+            let segment = MappedSegment {
+                file: Arc::new(file),
+                path,
+                map: RefCell::new(Arc::new(map)),
+                high: Cell::new(0),
+                count: SyncedCount::default(),
+            };
+            Ok(Rc::new(segment) as Rc<dyn SegmentFile>)
+        })
+    }
+}
+
+/// One mapped segment. Owned by one core (`Rc`, never sent); the blocking
+/// pool only ever gets a clone of the mapping's `Arc` to `msync` it.
+struct MappedSegment {
+    file: Arc<std::fs::File>,
+    path: Arc<PathBuf>,
+    map: RefCell<Arc<MmapRaw>>,
+    /// The end of the highest write so far: what a sync must cover.
+    high: Cell<u64>,
+    count: SyncedCount,
+}
+
 /// Maps the first `len` bytes of `file` shared and writable.
 fn map_segment(file: &std::fs::File, len: u64, path: &Path) -> Result<MmapRaw> {
-    let len = usize::try_from(len).map_err(|_| Error::io_at("map wal segment", path, std::io::Error::other("too large")))?;
+    let too_large = || Error::io_at("map wal segment", path, std::io::Error::other("segment too large to map"));
+    let len = usize::try_from(len).map_err(|_| too_large())?;
     MmapOptions::new().len(len).map_raw(file).map_err(|e| Error::io_at("map wal segment", path, e))
 }
 
 impl MappedSegment {
-    /// Copies `bytes` into the mapping at `offset` (which the caller has
-    /// checked lies inside it).
+    /// Copies `bytes` into the mapping at `offset` (which must lie inside
+    /// it; checked).
     #[allow(unsafe_code)]
     fn copy_in(&self, bytes: &[u8], offset: u64) {
         let map = self.map.borrow();
-        let start = offset as usize;
+        let start = usize::try_from(offset).expect("offset inside the mapping");
         assert!(start.checked_add(bytes.len()).is_some_and(|end| end <= map.len()), "write inside the mapping");
         // SAFETY: the destination `[start, start + len)` lies inside the
         // mapping (asserted above) and `bytes` is a separate heap buffer,
@@ -313,12 +472,12 @@ impl MappedSegment {
         // half-copied page, which the next sync writes again.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), map.as_mut_ptr().add(start), bytes.len()) };
         self.high.set(self.high.get().max(offset + bytes.len() as u64));
-        self.writes.set(self.writes.get() + 1);
+        self.count.wrote();
     }
 
     /// Grows the file to at least `end` bytes and maps it anew.
     async fn grow(&self, end: u64) -> Result<()> {
-        let size = end.div_ceil(BLOCK as u64) * BLOCK as u64;
+        let size = segment_size(end);
         let (file, path) = (self.file.clone(), self.path.clone());
         let map = blocking(move || {
             allocate(&file, size, &path)?;
@@ -350,52 +509,17 @@ impl SegmentFile for MappedSegment {
     /// blocking pool; nothing when no write came since the last completed
     /// sync started. On Linux that is `fdatasync` restricted to the range
     /// (`vfs_fsync_range`): the dirty pages below `high` and the metadata
-    /// needed to read them back (size, extents) become durable, and pages
-    /// above `high` (written after the sync started) are not touched.
+    /// needed to read them back (size, extents) become durable.
     fn sync(&self) -> LocalFuture<'_, Result<()>> {
-        let writes = self.writes.get();
-        if writes == self.synced_writes.get() {
+        let Some(upto) = self.count.to_sync() else {
             return Box::pin(std::future::ready(Ok(())));
-        }
+        };
         let (map, path, high) = (self.map.borrow().clone(), self.path.clone(), self.high.get());
         Box::pin(async move {
             let len = usize::try_from(high).unwrap_or(usize::MAX).min(map.len());
             blocking(move || map.flush_range(0, len).map_err(|e| Error::io_at("wal msync", &path, e))).await?;
-            self.synced_writes.set(self.synced_writes.get().max(writes));
+            self.count.synced(upto);
             Ok(())
-        })
-    }
-}
-
-impl MappedDir {
-    /// Creates segment `name` at `size` bytes (see the type's doc).
-    fn create_sized(&self, name: &str, size: u64) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
-        let dir = self.dir.clone();
-        let path = Arc::new(self.dir.join(name));
-        Box::pin(async move {
-            let opened = path.clone();
-            let (file, map) = blocking(move || {
-                let file = std::fs::OpenOptions::new()
-                    .create_new(true)
-                    .write(true)
-                    .read(true)
-                    .open(&*opened)
-                    .map_err(|e| Error::io_at("create wal segment", &opened, e))?;
-                allocate(&file, size, &opened)?;
-                let map = map_segment(&file, size, &opened)?;
-                sync_dir(&dir)?;
-                Ok::<_, Error>((file, map))
-            })
-            .await?;
-            let segment = MappedSegment {
-                file: Arc::new(file),
-                path,
-                map: RefCell::new(Arc::new(map)),
-                high: Cell::new(0),
-                writes: Cell::new(0),
-                synced_writes: Cell::new(0),
-            };
-            Ok(Rc::new(segment) as Rc<dyn SegmentFile>)
         })
     }
 }
@@ -410,13 +534,9 @@ impl WalDir for MappedDir {
         Box::pin(async move { blocking(move || remove_file(&path)).await })
     }
 
-    /// A created segment already reads as zeros: no zero writes, no sync
-    /// (a spare that a power cut leaves without its size or blocks reads
-    /// as a torn header, which recovery accepts after a core's last
-    /// segment, exactly like a spare cut short while being zero-filled).
+    /// As [`BufferedDir`]'s: a created segment already reads as zeros.
     fn create_zeroed(&self, name: &str, size: u64) -> LocalFuture<'_, Result<Rc<dyn SegmentFile>>> {
-        let size = size.max(1).div_ceil(BLOCK as u64) * BLOCK as u64;
-        self.create_sized(name, size.max(self.size))
+        self.create_sized(name, segment_size(size).max(self.size))
     }
 }
 

@@ -1,10 +1,10 @@
-//! Tests of [`MappedDir`], the page-cache segment files of
-//! `Durability::Interval`, on a real file system: what is written and
-//! synced reads back after the file is closed, a preallocated segment scans
-//! cleanly to its last record, a write past the segment grows it, the WAL
-//! writer over it keeps every acknowledged record without any interval
-//! sync, and power-cut images of a segment (its synced prefix plus some of
-//! the unsynced end) scan to the right tail.
+//! Tests of the page-cache segment files of `Durability::Interval`
+//! ([`BufferedDir`], the default, and [`MappedDir`]) on a real file system:
+//! what is written and synced reads back after the file is closed, a
+//! preallocated segment scans cleanly to its last record, a write past the
+//! segment grows it, the WAL writer over either keeps every acknowledged
+//! record without any interval sync, and power-cut images of a segment (its
+//! synced prefix plus some of the unsynced end) scan to the right tail.
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use crate::error::ErrorCode;
 use crate::state::api::Append;
 use crate::state::command::{Command, Op};
 use crate::state::name::StreamId;
-use crate::wal::device::{MappedDir, WalDir};
+use crate::wal::device::{BufferedDir, MappedDir, WalDir};
 use crate::wal::format::{encode_record, encoded_len, pad_to_block, RecordKind, SegmentHeader, BLOCK};
 use crate::wal::log::{EntryBody, LogEntry, LogStore};
 use crate::wal::scan::{scan_segment, ScanEnd};
@@ -67,18 +67,35 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 const SEGMENT: u64 = 16 * BLOCK as u64;
 
+/// The page-cache directories under test.
+const KINDS: [WalIo; 2] = [WalIo::Buffered, WalIo::Mapped];
+
+fn page_cache_dir(kind: WalIo, path: &Path) -> Box<dyn WalDir> {
+    match kind {
+        WalIo::Buffered => Box::new(BufferedDir::new(path, SEGMENT)),
+        WalIo::Mapped => Box::new(MappedDir::new(path, SEGMENT)),
+        other => panic!("{other:?} is not a page-cache directory"),
+    }
+}
+
 // A created segment is allocated at the segment size and reads as zeros;
 // what is written and synced reads back byte for byte once the file is
-// unmapped and closed, and the recovery scan finds every record and ends
+// closed (and unmapped), and the recovery scan finds every record and ends
 // cleanly in the zeros after the last batch.
 #[test]
-fn a_mapped_segment_reads_back_and_scans_to_its_last_record() {
+fn a_page_cache_segment_reads_back_and_scans_to_its_last_record() {
+    for kind in KINDS {
+        segment_reads_back(kind);
+    }
+}
+
+fn segment_reads_back(kind: WalIo) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let path = tmp.path().to_path_buf();
     let (first, second) = (batch(1..4, 700), batch(4..9, 1500));
     let (a, b) = (first.clone(), second.clone());
     run(move || async move {
-        let dir = MappedDir::new(&path, SEGMENT);
+        let dir = page_cache_dir(kind, &path);
         let file = dir.create("0000000000000001.wal").await.expect("create");
         let meta = std::fs::metadata(path.join("0000000000000001.wal")).expect("stat");
         assert_eq!(meta.len(), SEGMENT, "created at the segment size");
@@ -90,14 +107,14 @@ fn a_mapped_segment_reads_back_and_scans_to_its_last_record() {
         file.sync().await.expect("sync");
         file.sync().await.expect("a sync with nothing new");
         // Creating an existing name is refused: a segment is never
-        // truncated under a live mapping.
+        // truncated (under a live mapping, say).
         let again = dir.create("0000000000000001.wal").await;
         assert_eq!(again.err().map(|e| e.code()), Some(ErrorCode::Io));
     });
     let got = files(tmp.path());
     assert_eq!(got.len(), 1);
     let bytes = &got[0].1;
-    assert_eq!(bytes.len() as u64, SEGMENT);
+    assert_eq!(bytes.len() as u64, SEGMENT, "{kind:?}");
     let end = BLOCK + first.len() + second.len();
     assert_eq!(&bytes[BLOCK..BLOCK + first.len()], &first[..]);
     assert_eq!(&bytes[BLOCK + first.len()..end], &second[..]);
@@ -108,17 +125,24 @@ fn a_mapped_segment_reads_back_and_scans_to_its_last_record() {
     assert_eq!(scan.records.iter().map(|r| r.lsn).collect::<Vec<_>>(), (1..9).collect::<Vec<_>>());
 }
 
-// A write past the end of the mapping (a batch larger than the segment)
-// grows the file and lands whole.
+// A write past the end of the segment (a batch larger than the segment;
+// for the mapping, past its end) grows the file and lands whole, and a
+// spare asked for more than a segment gets it.
 #[test]
 fn a_write_past_the_segment_grows_it() {
+    for kind in KINDS {
+        write_past_the_segment(kind);
+    }
+}
+
+fn write_past_the_segment(kind: WalIo) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let path = tmp.path().to_path_buf();
     let big = batch(1..60, 1500);
     assert!(big.len() as u64 > SEGMENT);
     let written = big.clone();
     run(move || async move {
-        let dir = MappedDir::new(&path, SEGMENT);
+        let dir = page_cache_dir(kind, &path);
         let file = dir.create("0000000000000001.wal").await.expect("create");
         file.write_at(SegmentHeader::new(0, 1, 1).encode(), 0).await.expect("header");
         file.write_at(written, BLOCK as u64).await.expect("a batch past the end");
@@ -127,29 +151,36 @@ fn a_write_past_the_segment_grows_it() {
         drop(spare);
     });
     let got = files(tmp.path());
-    assert_eq!(got[0].1.len(), BLOCK + big.len());
+    assert_eq!(got[0].1.len(), BLOCK + big.len(), "{kind:?}");
     let scan = scan_segment(&got[0].1).expect("scans");
     assert_eq!((scan.end, scan.records.len()), (ScanEnd::Clean, 59));
     assert_eq!(got[1].1.len() as u64, 2 * SEGMENT, "a spare asked for more than a segment gets it");
     assert!(got[1].1.iter().all(|&b| b == 0));
 }
 
-// The relaxed mode's promise against a process crash, at the writer: with
-// an interval far longer than the test, every acknowledged record (durable
-// at once: copied into the page cache) is in the files, in lsn order,
-// across rotations, without an interval sync; the last headed segment ends
-// cleanly in its preallocated zeros and the spare reads as a torn header.
+// The relaxed mode's promise against a process crash, at the writer (the
+// default `pwrite` and the mapping alike): with an interval far longer than
+// the test, every acknowledged record (durable at once: copied into the
+// page cache) is in the files, in lsn order, across rotations, without an
+// interval sync; the last headed segment ends cleanly in its preallocated
+// zeros and the spare reads as a torn header.
 #[test]
-fn the_writer_on_mapped_segments_keeps_every_acknowledged_record() {
+fn the_writer_on_page_cache_segments_keeps_every_acknowledged_record() {
+    for (io, expected) in [(WalIo::Dma, WalIo::Buffered), (WalIo::Mapped, WalIo::Mapped)] {
+        writer_keeps_acknowledged(io, expected);
+    }
+}
+
+fn writer_keeps_acknowledged(io: WalIo, expected: WalIo) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let path = tmp.path().to_path_buf();
     let config = WalConfig {
         durability: Durability::Interval(Duration::from_secs(3600)),
-        io: WalIo::Dma,
+        io,
         segment_bytes: SEGMENT,
         buffer_bytes: 1 << 20,
     };
-    assert_eq!(config.segment_io(), WalIo::Mapped, "the relaxed mode writes through the page cache");
+    assert_eq!(config.segment_io(), expected, "the relaxed mode writes into the page cache");
     let syncs = run(move || async move {
         let wal = WalLog::start(config.open_dir(&path), 0, config);
         for i in 0..300u64 {
@@ -188,7 +219,7 @@ fn the_writer_on_mapped_segments_keeps_every_acknowledged_record() {
     assert_eq!(lsns, (1..=300).collect::<Vec<_>>());
 }
 
-// What a power cut can leave of a mapped segment: the synced prefix, and of
+// What a power cut can leave of a page-cache segment: the synced prefix, and of
 // the unsynced end what the kernel had written back. Each byte of a
 // preallocated segment is either still zero or its final value, so the
 // images are the final bytes with some ranges zeroed. The scan ends the log
