@@ -7,9 +7,24 @@
 //! the active segment, and `fdatasync`s; then everything in the batch is
 //! durable. Appends that arrive while a write and sync are in flight wait in
 //! the next batch, so a lone append is written at once and a burst shares
-//! one sync. In [`Durability::Interval`] mode the flusher does not sync: a
-//! batch counts as durable once written, and a timer syncs the active
-//! segment every interval.
+//! one sync.
+//!
+//! In [`Durability::Interval`] mode the flusher does not sync: a batch
+//! counts as durable once written, and a timer syncs the active segment
+//! every interval (`sync_loop`). There the segments are page-cache files
+//! ([`super::WalConfig::segment_io`]: a buffered `pwrite` on the core by
+//! default, or a shared mapping), so "written" means copied into the page
+//! cache: the write's future is ready when the copy is done, with no I/O
+//! and no thread hop, which a process crash does not undo; the interval
+//! sync (`fdatasync` or `msync` on the blocking pool, skipped when nothing
+//! was written since the last) bounds what a power cut can take. Rotation
+//! still syncs the segment it closes and the new segment's header, so a
+//! segment behind the last one is always whole on the disk.
+//!
+//! The next segment is prepared once the active one is half full
+//! ([`super::device::WalDir::create_zeroed`]): zero-filled and synced for
+//! DMA, so that `fdatasync` need not update sizes and extents; only
+//! allocated (`fallocate`) for the page-cache files, which read as zeros.
 //!
 //! Invariants: LSNs are assigned in submission order and written in that
 //! order; `durable_lsn` only grows and never passes the last LSN whose batch
@@ -57,15 +72,16 @@ struct State {
     failed: Option<Error>,
     retire_request: Option<Lsn>,
     retired_through: Lsn,
-    /// The next segment, created and zero-filled ahead of time.
+    /// The next segment, created ahead of time (reading as zeros).
     spare: Spare,
     /// What the writer has done (batches, records, syncs, bytes).
     stats: LogStats,
 }
 
-/// The preallocated next segment. Writing into zeros already on disk lets
-/// `fdatasync` skip the file-size and extent updates an appending write
-/// needs (about a third of the sync's latency on ext4).
+/// The preallocated next segment. For DMA, writing into zeros already on
+/// disk lets `fdatasync` skip the file-size and extent updates an appending
+/// write needs (about a third of the sync's latency on ext4); the
+/// page-cache files are only allocated, their syncs run once an interval.
 #[derive(Default)]
 enum Spare {
     #[default]
@@ -304,10 +320,11 @@ impl Inner {
     }
 
     /// Prepares the next segment when asked (see `want_spare`): creates
-    /// it under the next sequence number and fills it with zeros up to the
-    /// segment size. A segment of zeros without a header reads back as a
-    /// torn header, which recovery accepts for a core's last segment, and
-    /// a spare is always the last: rotation waits for one being prepared.
+    /// it under the next sequence number, reading as zeros up to the
+    /// segment size (`WalDir::create_zeroed`). A segment of zeros without a
+    /// header reads back as a torn header, which recovery accepts for a
+    /// core's last segment, and a spare is always the last: rotation waits
+    /// for one being prepared.
     async fn spare_loop(self: Rc<Self>) {
         loop {
             self.preparer
