@@ -73,6 +73,12 @@ impl Commit {
         }
     }
 
+    /// True while replies or effects wait for the log (a flush is in
+    /// flight or about to start).
+    pub fn waiting(&self) -> bool {
+        !self.queue.borrow().is_empty()
+    }
+
     /// Submits an entry to the log. After an error the core is failed:
     /// this and every later submission get [`ErrorKind::Poisoned`] naming
     /// the failure.
