@@ -255,6 +255,14 @@ impl Config {
         self
     }
 
+    /// Checkpoint each group right after its durable flush (default on):
+    /// checkpoint bytes then follow the group's state, not its hot bytes,
+    /// and the log retires below the lowest group pin as groups flush.
+    pub fn checkpoint_after_flush(mut self, on: bool) -> Self {
+        self.checkpoint.after_flush = on;
+        self
+    }
+
     /// The write-ahead log's settings.
     pub fn wal_config(&self) -> &WalConfig {
         &self.wal

@@ -137,6 +137,8 @@ pub struct CoreMetrics {
     pub dispatcher_spin_catches: AtomicU64,
     /// Checkpoint runs the core completed that wrote at least one group's snapshot.
     pub checkpoints: AtomicU64,
+    /// Bytes of group snapshots those runs wrote.
+    pub checkpoint_bytes: AtomicU64,
     append_latency: Mutex<Histogram<u64>>,
     read_latency: Mutex<Histogram<u64>>,
 }
@@ -182,6 +184,7 @@ impl Default for CoreMetrics {
             dispatcher_spin_ns: AtomicU64::new(0),
             dispatcher_spin_catches: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
+            checkpoint_bytes: AtomicU64::new(0),
             append_latency: Mutex::new(new_histogram()),
             read_latency: Mutex::new(new_histogram()),
         }
@@ -256,6 +259,7 @@ impl CoreMetrics {
             dispatcher_spin_ns: self.dispatcher_spin_ns.load(Relaxed),
             dispatcher_spin_catches: self.dispatcher_spin_catches.load(Relaxed),
             checkpoints: self.checkpoints.load(Relaxed),
+            checkpoint_bytes: self.checkpoint_bytes.load(Relaxed),
         }
     }
 
@@ -367,6 +371,8 @@ pub struct CoreMetricsSnapshot {
     pub dispatcher_spin_catches: u64,
     /// Checkpoint runs the core completed that wrote at least one group's snapshot.
     pub checkpoints: u64,
+    /// Bytes of group snapshots those runs wrote.
+    pub checkpoint_bytes: u64,
 }
 
 /// Latency percentiles in microseconds.
