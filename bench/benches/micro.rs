@@ -7,7 +7,11 @@
 //!   dispatcher, group task, commit queue, reply) with the write-ahead log
 //!   replaced by the in-memory log (`Config::in_memory_log`), so what is
 //!   measured is the runtime, not the device: one 16 B append awaited at a
-//!   time, 64 in flight, and a `head` (a round trip that mutates nothing).
+//!   time, 64 in flight, and a `head` (a round trip that mutates nothing),
+//!   with the default idle spin of the dispatcher; then one append at a
+//!   time with the spin off (`SpinPolicy::OFF`, every request wakes a
+//!   parked core) and with the opt-in `reply_spin` of 20 µs on top of the
+//!   default (the caller spins for its reply instead of parking).
 //! * `apply/*`: `GroupState::apply` of one append, the pure state machine
 //!   alone.
 //! * `wal/*`: framing one record (`encode_record`), decoding one
@@ -36,7 +40,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futures::executor::block_on;
 use futures::stream::{FuturesUnordered, StreamExt};
-use rill::{Append, Config, Create, Engine, Read, StreamId};
+use rill::{Append, Config, Create, Engine, Read, SpinPolicy, StreamId};
 use rill_cold::{PackReader, SliceSpec};
 use rill_shard::state::command::{Command, FlushCommit, Op, PackCommit, SliceCommit};
 use rill_shard::state::group::{FlushLimits, GroupLimits, GroupState};
@@ -76,13 +80,27 @@ fn payload(len: usize) -> Bytes {
 
 fn engine_round_trip(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let engine = Engine::open(Config::new(dir.path()).cores(1).in_memory_log()).expect("engine opens");
-    let id = stream("mailbox");
-    block_on(engine.create(Create::new(id.clone()))).expect("create");
+    let open = |name: &str, tune: fn(Config) -> Config| {
+        let engine = Engine::open(tune(Config::new(dir.path().join(name)).cores(1).in_memory_log()))
+            .expect("engine opens");
+        let id = stream("mailbox");
+        block_on(engine.create(Create::new(id.clone()))).expect("create");
+        (engine, id)
+    };
     let data = payload(16);
-
     let mut g = c.benchmark_group("engine");
     g.throughput(Throughput::Elements(1));
+    for (name, tune) in [
+        ("append_16B_round_trip_no_spin", (|c| c.spin(SpinPolicy::OFF)) as fn(Config) -> Config),
+        ("append_16B_round_trip_reply_spin", |c| c.reply_spin(Duration::from_micros(20))),
+    ] {
+        let (engine, id) = open(name, tune);
+        g.bench_function(name, |b| {
+            b.iter(|| block_on(engine.append(Append::new(id.clone(), data.clone()))).expect("append"))
+        });
+        block_on(engine.shutdown()).expect("shutdown");
+    }
+    let (engine, id) = open("default", |c| c);
     g.bench_function("append_16B_round_trip", |b| {
         b.iter(|| block_on(engine.append(Append::new(id.clone(), data.clone()))).expect("append"))
     });

@@ -17,7 +17,7 @@ use rill_shard::CheckpointConfig;
 use rill_shard::ColdConfig;
 use rill_shard::{Durability, WalConfig, WalIo};
 use rill_shard::{Error, Result};
-use rill_shard::{Limits, MailboxFull};
+use rill_shard::{Limits, MailboxFull, SpinPolicy};
 
 /// Default number of groups.
 pub const DEFAULT_GROUPS: u32 = 64;
@@ -38,6 +38,7 @@ pub struct Config {
     pub(crate) cold: ColdConfig,
     pub(crate) log_factory: Option<LogFactory>,
     pub(crate) clock: Option<Clock>,
+    pub(crate) reply_spin: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -73,6 +74,7 @@ impl Config {
             cold: ColdConfig::default(),
             log_factory: None,
             clock: None,
+            reply_spin: Duration::ZERO,
         }
     }
 
@@ -128,6 +130,28 @@ impl Config {
     /// Wait for space (default) or fail with `Overloaded` when full.
     pub fn mailbox_full(mut self, policy: MailboxFull) -> Self {
         self.limits.mailbox_full = policy;
+        self
+    }
+
+    /// When a core's dispatcher spins on an empty mailbox instead of
+    /// parking its thread (default: up to 50 µs after mail or while replies
+    /// wait for the log, at most a quarter of the time, never while the core
+    /// was busy for half of the last period; [`SpinPolicy::OFF`] never
+    /// spins). Spinning saves the sleeping-thread wakes of a park at low
+    /// load; see ARCHITECTURE.md, "The wake path".
+    pub fn spin(mut self, policy: SpinPolicy) -> Self {
+        self.limits.spin = policy;
+        self
+    }
+
+    /// How long a caller spins for its reply before its task parks
+    /// (default zero: never). Worth it only for callers that own their
+    /// thread (a blocking `block_on` loop) and want the lowest round trip:
+    /// it trades up to this much CPU per call for the thread wake of a
+    /// park. The spin runs inside the call's poll, so it holds the caller's
+    /// executor thread.
+    pub fn reply_spin(mut self, spin: Duration) -> Self {
+        self.reply_spin = spin;
         self
     }
 
@@ -230,6 +254,14 @@ impl Config {
     #[doc(hidden)]
     pub fn checkpoint_on_shutdown(mut self, on: bool) -> Self {
         self.checkpoint.on_shutdown = on;
+        self
+    }
+
+    /// Checkpoint each group right after its durable flush (default on):
+    /// checkpoint bytes then follow the group's state, not its hot bytes,
+    /// and the log retires below the lowest group pin as groups flush.
+    pub fn checkpoint_after_flush(mut self, on: bool) -> Self {
+        self.checkpoint.after_flush = on;
         self
     }
 

@@ -143,7 +143,7 @@ impl Engine {
             .send(Mail::Request(Box::new(letter)))
             .await
             .map_err(|e| e.with_placement(placement))?;
-        match rx.await {
+        match reply(rx, inner.config.reply_spin).await {
             Ok(result) => result.and_then(output::<C>).map_err(|e| e.with_placement(placement)),
             Err(_) => Err(Error::new(ErrorKind::ShuttingDown).with_placement(placement)),
         }
@@ -258,7 +258,7 @@ impl Engine {
             }
         }
         for (indexes, rx) in waiting {
-            let replies = rx.await.ok();
+            let replies = reply(rx, self.inner.config.reply_spin).await.ok();
             let mut replies = replies.into_iter().flatten();
             for index in indexes {
                 let placement = placements[index];
@@ -494,4 +494,21 @@ fn wal_factory(config: &Config) -> LogFactory {
         let dir = wal.open_dir(&recovery::wal_dir(&data_dir, core));
         Box::new(WalLog::start(dir, core as u32, wal.clone())) as Box<dyn LogStore>
     })
+}
+
+/// Waits for a reply, first spinning on it for up to `spin` (see
+/// [`Config::reply_spin`]) so a fast reply needs no thread wake.
+async fn reply<T>(mut rx: oneshot::Receiver<T>, spin: Duration) -> std::result::Result<T, oneshot::Canceled> {
+    if !spin.is_zero() {
+        let until = Instant::now() + spin;
+        loop {
+            match rx.try_recv() {
+                Ok(Some(value)) => return Ok(value),
+                Err(canceled) => return Err(canceled),
+                Ok(None) if Instant::now() >= until => break,
+                Ok(None) => std::hint::spin_loop(),
+            }
+        }
+    }
+    rx.await
 }

@@ -56,7 +56,7 @@ pub use rill_shard::{CoreMetricsSnapshot, GroupMetricsSnapshot, LatencySummary};
 pub use rill_shard::{
     Error, ErrorClass, ErrorCode, ErrorKind, IoSource, Misplacement, Placement, Result, StreamId,
 };
-pub use rill_shard::{Limits, MailboxFull};
+pub use rill_shard::{Limits, MailboxFull, SpinPolicy};
 
 /// Seams for tests and tools: the log store trait and its in-memory store.
 pub mod seams {

@@ -122,6 +122,18 @@ fn ack_after_failed_fsync_is_caught() {
     );
 }
 
+// SPEC §6: a one-group checkpoint may retire the log only below every
+// group's WAL pin; retiring through the durable LSN drops records of
+// other groups that no durable checkpoint holds (`protocol/pins.rs`).
+#[test]
+fn retiring_pinned_records_is_caught() {
+    let caught = catch(Bug::RetirePinned);
+    assert!(
+        caught.iter().all(|(_, f)| ["acked-lost", "not-a-prefix", "recovery"].contains(&f.check)),
+        "{caught:?}"
+    );
+}
+
 // The shrinker turns a caught failure into a short list of operations that
 // still fails the same check when replayed with `--keep`.
 #[test]

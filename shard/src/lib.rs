@@ -79,7 +79,9 @@ pub mod planted;
 mod planted;
 
 pub use crate::error::{Error, ErrorClass, ErrorCode, ErrorKind, IoSource, Misplacement, Result};
-pub use crate::limits::{Limits, MailboxFull, DEFAULT_MAX_BATCH_ITEMS, DEFAULT_MAX_PAYLOAD_BYTES};
+pub use crate::limits::{
+    Limits, MailboxFull, SpinPolicy, DEFAULT_MAX_BATCH_ITEMS, DEFAULT_MAX_PAYLOAD_BYTES,
+};
 pub use crate::metrics::{
     empty_histogram, CoreMetrics, CoreMetricsSnapshot, GroupMetrics, GroupMetricsSnapshot, LatencySummary,
 };

@@ -6,6 +6,8 @@
 //! configuration that could never work is refused with a clear error rather
 //! than discovered under load.
 
+use std::time::Duration;
+
 use crate::error::{Error, Result};
 use crate::state::command::{BATCH_ITEM_OVERHEAD_BYTES, COMMAND_OVERHEAD_BYTES};
 use crate::state::group::GroupLimits;
@@ -23,6 +25,32 @@ pub enum MailboxFull {
     Wait,
     /// Fail at once with `Overloaded` (a temporary error).
     Reject,
+}
+
+/// The tunable part of the policy (see [`Limits::spin`] and `runtime::spin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinPolicy {
+    /// Spin while mail came within this long; zero turns spinning off.
+    pub idle_spin: Duration,
+    /// Most of each period the dispatcher may spend spinning, in percent.
+    pub budget_percent: u32,
+}
+
+impl SpinPolicy {
+    /// A policy that never spins.
+    pub const OFF: SpinPolicy = SpinPolicy { idle_spin: Duration::ZERO, budget_percent: 0 };
+
+    /// True when the policy may spin at all.
+    pub fn enabled(&self) -> bool {
+        !self.idle_spin.is_zero() && self.budget_percent > 0
+    }
+}
+
+impl Default for SpinPolicy {
+    /// Spin up to 50 µs after mail, at most a quarter of the time.
+    fn default() -> Self {
+        SpinPolicy { idle_spin: Duration::from_micros(50), budget_percent: 25 }
+    }
 }
 
 /// Runtime bounds. All are per core or per group as named.
@@ -50,6 +78,9 @@ pub struct Limits {
     pub expiry_sweep_interval_ms: u64,
     /// Bounds the state machine enforces itself.
     pub group: GroupLimits,
+    /// When a core's dispatcher spins on an empty mailbox instead of
+    /// parking ([`SpinPolicy::OFF`] never does).
+    pub spin: SpinPolicy,
 }
 
 impl Default for Limits {
@@ -65,6 +96,7 @@ impl Default for Limits {
             dispatch_batch: 256,
             expiry_sweep_interval_ms: 1000,
             group: GroupLimits::default(),
+            spin: SpinPolicy::default(),
         }
     }
 }
@@ -96,6 +128,12 @@ impl Limits {
             if value == 0 {
                 return Err(Error::bad_request(format!("limit {name} must be positive")));
             }
+        }
+        if self.spin.budget_percent > 100 {
+            return Err(Error::bad_request(format!(
+                "spin budget_percent is {}; it is a share of time, at most 100",
+                self.spin.budget_percent
+            )));
         }
         if self.max_payload_bytes > self.max_uncommitted_bytes_per_group {
             return Err(Error::bad_request(

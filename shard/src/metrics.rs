@@ -131,8 +131,14 @@ pub struct CoreMetrics {
     pub dispatcher_parks: AtomicU64,
     /// Times a sender woke the parked dispatcher (a cross-thread wake each).
     pub dispatcher_wakes: AtomicU64,
+    /// Nanoseconds the dispatcher spent spinning instead of parking.
+    pub dispatcher_spin_ns: AtomicU64,
+    /// Times a spinning dispatcher found mail (a park and a wake avoided).
+    pub dispatcher_spin_catches: AtomicU64,
     /// Checkpoint runs the core completed that wrote at least one group's snapshot.
     pub checkpoints: AtomicU64,
+    /// Bytes of group snapshots those runs wrote.
+    pub checkpoint_bytes: AtomicU64,
     append_latency: Mutex<Histogram<u64>>,
     read_latency: Mutex<Histogram<u64>>,
 }
@@ -175,7 +181,10 @@ impl Default for CoreMetrics {
             wal_bytes_written: AtomicU64::new(0),
             dispatcher_parks: AtomicU64::new(0),
             dispatcher_wakes: AtomicU64::new(0),
+            dispatcher_spin_ns: AtomicU64::new(0),
+            dispatcher_spin_catches: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
+            checkpoint_bytes: AtomicU64::new(0),
             append_latency: Mutex::new(new_histogram()),
             read_latency: Mutex::new(new_histogram()),
         }
@@ -247,7 +256,10 @@ impl CoreMetrics {
             wal_bytes_written: self.wal_bytes_written.load(Relaxed),
             dispatcher_parks: self.dispatcher_parks.load(Relaxed),
             dispatcher_wakes: self.dispatcher_wakes.load(Relaxed),
+            dispatcher_spin_ns: self.dispatcher_spin_ns.load(Relaxed),
+            dispatcher_spin_catches: self.dispatcher_spin_catches.load(Relaxed),
             checkpoints: self.checkpoints.load(Relaxed),
+            checkpoint_bytes: self.checkpoint_bytes.load(Relaxed),
         }
     }
 
@@ -353,8 +365,14 @@ pub struct CoreMetricsSnapshot {
     pub dispatcher_parks: u64,
     /// Times a sender woke the parked dispatcher (a cross-thread wake each).
     pub dispatcher_wakes: u64,
+    /// Nanoseconds the dispatcher spent spinning instead of parking.
+    pub dispatcher_spin_ns: u64,
+    /// Times a spinning dispatcher found mail (a park and a wake avoided).
+    pub dispatcher_spin_catches: u64,
     /// Checkpoint runs the core completed that wrote at least one group's snapshot.
     pub checkpoints: u64,
+    /// Bytes of group snapshots those runs wrote.
+    pub checkpoint_bytes: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -54,11 +54,14 @@ pub enum Bug {
     /// The WAL writer acknowledges a batch as durable although its fsync
     /// failed (`wal/writer.rs`).
     AckAfterFailedFsync = 10,
+    /// Retiring the log ignores the WAL pins of groups whose records no
+    /// durable checkpoint holds yet (`protocol/pins.rs`).
+    RetirePinned = 11,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 11] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -69,6 +72,7 @@ impl Bug {
         Bug::SkipCheckpointDirSync,
         Bug::SkipPackSync,
         Bug::AckAfterFailedFsync,
+        Bug::RetirePinned,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -84,6 +88,7 @@ impl Bug {
             Bug::SkipCheckpointDirSync => "skip-checkpoint-dir-sync",
             Bug::SkipPackSync => "skip-pack-sync",
             Bug::AckAfterFailedFsync => "ack-after-failed-fsync",
+            Bug::RetirePinned => "retire-pinned",
         }
     }
 

@@ -422,3 +422,68 @@ fn soak_keeps_hot_bytes_and_wal_bounded() {
         e.shutdown().await.unwrap();
     });
 }
+
+fn wal_segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("wal").join("core-0"))
+        .map(|d| d.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "wal")).count())
+        .unwrap_or(0)
+}
+
+// SPEC §6, ARCHITECTURE.md "Checkpoints": a flush checkpoints its group at
+// once, and the log retires the segments below the lowest WAL pin, never
+// a record of another group that no durable checkpoint holds (here the
+// create of a stream in an idle group, logged after the first segments).
+#[test]
+fn a_flush_checkpoints_its_group_and_the_log_retires_below_the_lowest_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |d: &Path| {
+        Config::new(d)
+            .cores(1)
+            .groups(4)
+            .background_flush(false)
+            .wal_segment_bytes(64 << 10)
+            .checkpoint_interval(Duration::from_secs(3600))
+            .checkpoint_on_shutdown(false)
+    };
+    let big = vec![7u8; 8 << 10];
+    futures::executor::block_on(async {
+        let e = Engine::open(cfg(dir.path())).unwrap();
+        let busy = find_stream(&e, "b", |_| true);
+        let idle = find_stream(&e, "b", |p| p.group != e.locate(&busy).group);
+        e.create(Create::new(busy.clone())).await.unwrap();
+        for _ in 0..20 {
+            e.append(Append::new(busy.clone(), big.clone())).await.unwrap();
+        }
+        e.create(Create::new(idle.clone())).await.unwrap();
+        for _ in 0..20 {
+            e.append(Append::new(busy.clone(), big.clone())).await.unwrap();
+        }
+        let before = wal_segments(dir.path());
+        assert!(before >= 5, "{before} segments");
+        assert_eq!(e.metrics().cores[0].checkpoints, 0);
+        assert!(e.flush_cold().await.unwrap() > 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while e.metrics().cores[0].checkpoints == 0 {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint followed the flush");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Wait for the retirement that ends the run.
+        while wal_segments(dir.path()) >= before {
+            assert!(std::time::Instant::now() < deadline, "the log kept all {before} segments");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let after = wal_segments(dir.path());
+        // The idle group's create pins its segment and every later one.
+        assert!(after >= 3, "{after} of {before} segments left: a pinned segment was retired");
+        e.shutdown().await.unwrap();
+    });
+    // No shutdown checkpoint: the idle stream exists only in the log.
+    futures::executor::block_on(async {
+        let e = Engine::open(cfg(dir.path())).unwrap();
+        let busy = find_stream(&e, "b", |_| true);
+        let idle = find_stream(&e, "b", |p| p.group != e.locate(&busy).group);
+        e.head(&idle).await.expect("the idle group's stream survived the retirement");
+        assert_eq!(read_all(&e, &busy).await, big.repeat(40));
+        e.shutdown().await.unwrap();
+    });
+}

@@ -82,8 +82,11 @@ pub struct Delta {
     /// Cores that took appends, and those of them that checkpointed.
     pub cores_active: u64,
     pub cores_checkpointed: u64,
-    /// Checkpoint files rewritten, and their bytes.
+    /// Checkpoint files rewritten, and their bytes now (a file rewritten
+    /// twice in the window counts once).
     pub checkpoint_files: u64,
+    pub checkpoint_file_bytes: u64,
+    /// Snapshot bytes the cores' checkpoints wrote, every rewrite counted.
     pub checkpoint_bytes: u64,
     pub wal_segments_created: u64,
     /// The cores' own log and dispatcher counters.
@@ -133,6 +136,8 @@ pub fn delta(before: &Mark, after: &Mark) -> Delta {
         dispatcher_wakes: core_sum(a, |c| c.dispatcher_wakes)
             .saturating_sub(core_sum(b, |c| c.dispatcher_wakes)),
         checkpoint_runs: core_sum(a, |c| c.checkpoints).saturating_sub(core_sum(b, |c| c.checkpoints)),
+        checkpoint_bytes: core_sum(a, |c| c.checkpoint_bytes)
+            .saturating_sub(core_sum(b, |c| c.checkpoint_bytes)),
         ..Delta::default()
     };
     let earlier: BTreeMap<u32, &rill::GroupMetricsSnapshot> = b.groups.iter().map(|g| (g.group, g)).collect();
@@ -153,7 +158,7 @@ pub fn delta(before: &Mark, after: &Mark) -> Delta {
     for (group, &(ino, len)) in &after.checkpoints {
         if before.checkpoints.get(group).map(|&(i, _)| i) != Some(ino) {
             d.checkpoint_files += 1;
-            d.checkpoint_bytes += len;
+            d.checkpoint_file_bytes += len;
             if let Some(core) = core_of.get(group) {
                 checkpointed.insert(*core);
             }
@@ -210,7 +215,7 @@ mod tests {
         assert_eq!((d.accepted_appends, d.flushes), (15, 2));
         assert_eq!((d.groups_active, d.groups_flushed), (2, 2));
         assert_eq!((d.cores_active, d.cores_checkpointed), (2, 1));
-        assert_eq!((d.checkpoint_files, d.checkpoint_bytes), (2, 350));
+        assert_eq!((d.checkpoint_files, d.checkpoint_file_bytes), (2, 350));
         assert!(!d.steady(), "core 1 wrote no checkpoint");
         let after = mark(
             vec![group(0, 0, 20, 1), group(1, 1, 15, 1), group(2, 0, 0, 0)],

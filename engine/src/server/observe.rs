@@ -91,7 +91,7 @@ pub(crate) fn render(engine: &Engine, stats: &HttpStats) -> String {
         let _ = writeln!(out, "rill_core_mailbox_depth{{core=\"{}\"}} {}", c.core, c.mailbox_depth);
     }
     type CoreCounter = fn(&crate::CoreMetricsSnapshot) -> u64;
-    let per_core: [(&str, &str, CoreCounter); 7] = [
+    let per_core: [(&str, &str, CoreCounter); 10] = [
         ("rill_core_wal_batches_total", "WAL batches written, per core.", |c| c.wal_batches),
         ("rill_core_wal_records_total", "Records in those batches, per core.", |c| c.wal_records),
         ("rill_core_wal_syncs_total", "WAL syncs completed, per core.", |c| c.wal_syncs),
@@ -106,8 +106,21 @@ pub(crate) fn render(engine: &Engine, stats: &HttpStats) -> String {
         ("rill_core_dispatcher_wakes_total", "Cross-thread wakes of a parked dispatcher, per core.", |c| {
             c.dispatcher_wakes
         }),
+        (
+            "rill_core_dispatcher_spin_ns_total",
+            "Nanoseconds the dispatcher spun instead of parking, per core.",
+            |c| c.dispatcher_spin_ns,
+        ),
+        (
+            "rill_core_dispatcher_spin_catches_total",
+            "Times a spinning dispatcher found mail, per core.",
+            |c| c.dispatcher_spin_catches,
+        ),
         ("rill_core_checkpoints_total", "Checkpoint runs that wrote a snapshot, per core.", |c| {
             c.checkpoints
+        }),
+        ("rill_core_checkpoint_bytes_total", "Bytes of group snapshots checkpoints wrote, per core.", |c| {
+            c.checkpoint_bytes
         }),
     ];
     for (name, help, value) in per_core {

@@ -204,10 +204,13 @@ pub enum SimOp {
     Settle,
     /// A core's checkpoint advances by up to `phases` phases (begin, wait
     /// for the cut to be durable, write each changed group, sync the
-    /// directory, retire WAL segments).
+    /// directory, retire WAL segments below the lowest pin). With `group`,
+    /// a run that is begun covers that group alone, on its core (the
+    /// runtime's checkpoint after a flush); a run in progress advances.
     Checkpoint {
         core: usize,
         phases: u8,
+        group: Option<u32>,
     },
     /// The machine crashes and restarts. `power_loss`: unsynced bytes,
     /// renames and removals may be lost (each file keeps a random prefix of
@@ -510,7 +513,14 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
             SimOp::Device { core, grants, fault }
         }
         15 => SimOp::Settle,
-        16 => SimOp::Checkpoint { core, phases: rng.range(1, 4) as u8 },
+        // The one-group choice reuses the group drawn for every operation
+        // (no extra draw), so the operation lists of existing seeds stay
+        // the same.
+        16 => SimOp::Checkpoint {
+            core,
+            phases: rng.range(1, 4) as u8,
+            group: (!group.is_multiple_of(3)).then_some(group),
+        },
         17 => SimOp::ColdStart {
             core,
             group: rng.below(256) as u8,

@@ -26,6 +26,7 @@ use rill_shard::planted::{self, Bug};
 use rill_shard::protocol::checkpoint::{CheckpointRun, CheckpointStep};
 use rill_shard::protocol::cold::ColdRun;
 use rill_shard::protocol::mutation::{admit_and_apply, Mutation};
+use rill_shard::protocol::pins::WalPins;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
 use rill_shard::state::command::{self, Applied, Command, Op};
 use rill_shard::state::group::GroupState;
@@ -46,6 +47,12 @@ use crate::observe::observe;
 pub(super) struct Ckpt {
     pub run: CheckpointRun,
     pub retiring: Option<Retiring>,
+    /// The group a one-group run covers.
+    pub only: Option<u32>,
+    /// Groups whose snapshots the run wrote.
+    pub written: Vec<u32>,
+    /// The LSN the run retires through, once asked to.
+    pub retire_cut: u64,
 }
 
 /// The task retiring a core's log for a checkpoint, and its outcome once
@@ -69,6 +76,8 @@ pub(super) struct Core {
     pub submit_failed: bool,
     /// The cold worker's job in flight.
     pub cold_job: Option<PackJob>,
+    /// The groups' WAL pins, kept as the runtime's commit queue does.
+    pub pins: WalPins,
 }
 
 impl Core {
@@ -77,7 +86,7 @@ impl Core {
         let config =
             WalConfig { segment_bytes: setup.segment_bytes, buffer_bytes: 1 << 30, ..WalConfig::default() };
         let log = Rc::new(WalLog::start(Rc::new(dir.clone()) as Rc<dyn WalDir>, core as u32, config));
-        Core { log, dir, checkpoint: None, submit_failed: false, cold_job: None }
+        Core { log, dir, checkpoint: None, submit_failed: false, cold_job: None, pins: WalPins::new() }
     }
 
     /// Stops the core's checkpoint task (its log stops when dropped).
@@ -407,9 +416,11 @@ impl Sim {
                 }
             }
             SimOp::Settle => self.settle().await?,
-            SimOp::Checkpoint { core, phases } => {
+            SimOp::Checkpoint { core, phases, group } => {
+                let only = group.map(|g| g % self.setup.groups);
+                let core = only.map_or(*core % self.cores.len(), |g| self.core_of(g));
                 for _ in 0..*phases {
-                    self.checkpoint_phase(*core % self.cores.len())?;
+                    self.checkpoint_phase(core, only)?;
                     yields(2).await;
                 }
             }
@@ -570,6 +581,7 @@ impl Sim {
             Entry::Command(cmd) => EntryBody::Command(cmd.as_ref()),
             Entry::Install(bytes, _) => EntryBody::InstallRef(*blake3::hash(bytes).as_bytes()),
         };
+        core.pins.submitting(g, core.log.last_lsn() + 1);
         let submitted = core.log.submit(LogEntry { group: g, index, body }).now_or_never();
         match submitted {
             Some(Ok(lsn)) => {
@@ -606,10 +618,16 @@ impl Sim {
     }
 
     /// Advances core `c`'s checkpoint by one step of the real protocol.
-    fn checkpoint_phase(&mut self, c: usize) -> Result<(), Fail> {
+    fn checkpoint_phase(&mut self, c: usize, only: Option<u32>) -> Result<(), Fail> {
         let mut ckpt = match self.cores[c].checkpoint.take() {
             Some(ckpt) => ckpt,
-            None => Ckpt { run: CheckpointRun::new(self.cores[c].log.last_lsn()), retiring: None },
+            None => Ckpt {
+                run: CheckpointRun::new(self.cores[c].log.last_lsn()),
+                retiring: None,
+                only,
+                written: Vec::new(),
+                retire_cut: 0,
+            },
         };
         if let Some((task, done)) = ckpt.retiring.take() {
             match done.get() {
@@ -617,7 +635,7 @@ impl Sim {
                 Some(ok) => {
                     self.stats.checkpoints += u64::from(ok);
                     if ok {
-                        self.check_retired(c, ckpt.run.cut())?;
+                        self.check_retired(c, ckpt.retire_cut)?;
                     }
                     return Ok(()); // the run is over
                 }
@@ -626,12 +644,14 @@ impl Sim {
             return Ok(());
         }
         let durable = self.cores[c].log.durable_lsn();
+        let (pins, only) = (&self.cores[c].pins, ckpt.only);
         let changed = || {
-            let moved = |g: &u32| {
+            let due = |g: &u32| {
                 let group = &self.groups[*g as usize];
-                group.live.commit_index() != group.checkpointed_index
+                only.is_none_or(|o| o == *g)
+                    && (group.live.commit_index() != group.checkpointed_index || pins.pin_of(*g).is_some())
             };
-            self.groups_of_core(c).into_iter().filter(moved).collect()
+            self.groups_of_core(c).into_iter().filter(due).collect()
         };
         match ckpt.run.next(durable, changed) {
             CheckpointStep::WaitDurable(_) => {}
@@ -639,12 +659,21 @@ impl Sim {
                 let group = &mut self.groups[g as usize];
                 self.checkpoints.renamed.insert(g, group.live.encode_snapshot());
                 group.checkpointed_index = group.live.commit_index();
+                self.cores[c].pins.cloned(g);
+                ckpt.written.push(g);
             }
             CheckpointStep::SyncDir => {
                 let renamed = std::mem::take(&mut self.checkpoints.renamed);
                 self.checkpoints.durable.extend(renamed);
             }
-            CheckpointStep::Retire(cut) => {
+            CheckpointStep::Retire(_) => {
+                // As the runtime does: the run's snapshots are durable, their
+                // pins move, and the log retires below the lowest pin.
+                for g in &ckpt.written {
+                    self.cores[c].pins.checkpointed(*g);
+                }
+                let cut = self.cores[c].pins.retire_cut(self.cores[c].log.durable_lsn());
+                ckpt.retire_cut = cut;
                 let log = self.cores[c].log.clone();
                 let done = Rc::new(Cell::new(None));
                 let flag = done.clone();

@@ -1,6 +1,8 @@
 //! A checkpoint run of one core, as a step machine (SPEC §6, §7).
 //!
-//! A run notes the core's last submitted LSN (`cut`) and then asks, step by
+//! A run covers every group of a core or one group; the driver says which
+//! groups are due. It notes the LSN it must see durable first (`cut`: the
+//! core's, or the group's, last submitted LSN) and then asks, step by
 //! step, for:
 //!
 //! 1. [`CheckpointStep::WaitDurable`] until the log made everything through
@@ -10,8 +12,10 @@
 //!    file, synced, renamed over the old one);
 //! 3. [`CheckpointStep::SyncDir`] once, if anything was written, so the
 //!    renames themselves are durable;
-//! 4. [`CheckpointStep::Retire`]: only now may the log drop the segments at
-//!    or below `cut`;
+//! 4. [`CheckpointStep::Retire`]: only now are the written snapshots
+//!    durable, so their groups' WAL pins move (`protocol/pins.rs`) and the
+//!    log may drop the segments below the lowest pin (for a run over every
+//!    changed group, at least through `cut`);
 //! 5. [`CheckpointStep::Done`].
 //!
 //! The order is the protocol's whole point: a segment is retired only after
@@ -35,11 +39,21 @@ pub struct CheckpointConfig {
     pub wal_bytes: u64,
     /// Checkpoint during a clean shutdown (so the next open replays nothing).
     pub on_shutdown: bool,
+    /// Checkpoint a group right after each durable flush of it, when it
+    /// holds only the hot bytes that arrived during the pack write, so
+    /// checkpoint bytes follow the state rather than the hot bytes and the
+    /// log retires below the lowest pin without waiting for `wal_bytes`.
+    pub after_flush: bool,
 }
 
 impl Default for CheckpointConfig {
     fn default() -> Self {
-        CheckpointConfig { interval: Duration::from_secs(60), wal_bytes: 256 << 20, on_shutdown: true }
+        CheckpointConfig {
+            interval: Duration::from_secs(60),
+            wal_bytes: 256 << 20,
+            on_shutdown: true,
+            after_flush: true,
+        }
     }
 }
 

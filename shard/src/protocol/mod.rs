@@ -5,6 +5,9 @@
 //!   front half of every mutation a group serves).
 //! * [`checkpoint`]: a checkpoint run (wait for durability, write each
 //!   changed group's snapshot, sync the directory, retire the log).
+//! * [`pins`]: which log records each group still needs (no durable
+//!   checkpoint of it holds them), so groups checkpoint one at a time and
+//!   the log retires below the lowest pin.
 //! * [`cold`]: a cold-tier job on one group (plan, write, commit; a
 //!   durability barrier before any file is removed).
 //!
@@ -16,3 +19,4 @@
 pub mod checkpoint;
 pub mod cold;
 pub mod mutation;
+pub mod pins;

@@ -131,8 +131,21 @@ async fn drive_steps(
                 run.removed();
             }
             ColdStep::Commit(op) => {
-                count += account(core, group, call(group, op).await?, written_bytes);
+                let response = call(group, op).await?;
+                let flushed = matches!(response, Response::Flushed { .. });
+                count += account(core, group, response, written_bytes);
                 run.committed();
+                if flushed && core.checkpoint.as_ref().is_some_and(|c| c.after_flush) {
+                    // The flush is durable and the group holds few hot bytes:
+                    // checkpoint it now, beside the cold job.
+                    let (c, id) = (core.clone(), group.id);
+                    glommio::spawn_local(async move {
+                        if let Err(err) = super::checkpoint::checkpoint_group(&c, id).await {
+                            tracing::error!(core = c.id, group = id, error = %err, "group checkpoint failed");
+                        }
+                    })
+                    .detach();
+                }
             }
             ColdStep::Done => break,
         }

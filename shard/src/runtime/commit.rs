@@ -21,6 +21,7 @@ use super::envelope::{Reply, ReplyTx};
 use super::Core;
 use crate::error::Result;
 use crate::local::LocalSignal;
+use crate::protocol::pins::WalPins;
 use crate::state::command::Effect;
 use crate::wal::log::{LogEntry, LogStore, Lsn};
 
@@ -56,6 +57,8 @@ pub struct PendingReply {
 #[derive(Debug)]
 pub struct Commit {
     log: Box<dyn LogStore>,
+    /// Which records each group still needs (`protocol/pins.rs`).
+    pins: RefCell<WalPins>,
     queue: RefCell<VecDeque<Pending>>,
     signal: LocalSignal,
     core: usize,
@@ -66,11 +69,18 @@ impl Commit {
     pub fn new(core: usize, log: Box<dyn LogStore>) -> Self {
         Commit {
             log,
+            pins: RefCell::new(WalPins::new()),
             queue: RefCell::new(VecDeque::new()),
             signal: LocalSignal::default(),
             core,
             failed: RefCell::new(None),
         }
+    }
+
+    /// True while replies or effects wait for the log (a flush is in
+    /// flight or about to start).
+    pub fn waiting(&self) -> bool {
+        !self.queue.borrow().is_empty()
     }
 
     /// Submits an entry to the log. After an error the core is failed:
@@ -82,6 +92,8 @@ impl Commit {
         if let Some(err) = self.poisoned() {
             return Err(err);
         }
+        // Pinned before the LSN is assigned, at a bound no higher than it.
+        self.pins.borrow_mut().submitting(entry.group, self.log.last_lsn() + 1);
         match self.log.submit(entry).await {
             Ok(lsn) => Ok(lsn),
             Err(err) => {
@@ -90,6 +102,11 @@ impl Commit {
                 Err(err)
             }
         }
+    }
+
+    /// The groups' WAL pins.
+    pub fn pins(&self) -> &RefCell<WalPins> {
+        &self.pins
     }
 
     /// The core's log.

@@ -75,6 +75,11 @@ impl Group {
         self.queue.push(env);
     }
 
+    /// LSN of the last entry this group submitted (0: none this run).
+    pub fn last_lsn(&self) -> Lsn {
+        self.last_lsn.get()
+    }
+
     pub fn queue_len(&self) -> usize {
         self.queue.len()
     }

@@ -2,8 +2,11 @@
 //! core, with an explicit wake of the parked executor.
 //!
 //! The queue is a `crossbeam-channel` bounded channel. The receiving
-//! dispatcher never spins and never polls on a timer: when it finds the
-//! queue empty it registers its waker, raises `parked`, and looks once more.
+//! dispatcher never polls on a timer. When it finds the queue empty it
+//! either spins (wakes itself and looks again, while the adaptive policy of
+//! [`super::spin`] says more mail is likely soon; `parked` stays lowered, so
+//! senders pay no wake) or parks: it registers its waker, raises `parked`,
+//! and looks once more.
 //! A sender that enqueues and then finds `parked` raised lowers it and wakes
 //! the dispatcher (a glommio foreign wake, which kicks the executor's
 //! eventfd). Both sides order "flag" and "queue" with sequentially
@@ -26,6 +29,7 @@ use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 
 use super::envelope::Mail;
+use super::spin::{Idle, IdleSpin, SpinPolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::MailboxFull;
 use crate::metrics::CoreMetrics;
@@ -55,6 +59,7 @@ pub struct MailboxReceiver {
     rx: Receiver<Mail>,
     shared: Arc<Shared>,
     metrics: Arc<CoreMetrics>,
+    spin: IdleSpin,
 }
 
 /// Creates one core's mailbox.
@@ -68,7 +73,7 @@ pub fn mailbox(
     let shared = Arc::new(Shared::default());
     (
         MailboxSender { core, capacity, policy, tx, shared: shared.clone(), metrics: metrics.clone() },
-        MailboxReceiver { rx, shared, metrics },
+        MailboxReceiver { rx, shared, metrics, spin: IdleSpin::new(SpinPolicy::OFF) },
     )
 }
 
@@ -171,15 +176,39 @@ impl Future for SendMail<'_> {
 }
 
 impl MailboxReceiver {
-    /// Waits for mail and moves up to `max` pieces into `out`. Returns
-    /// false when every sender is gone and the queue is empty.
-    pub async fn recv_batch(&self, out: &mut Vec<Mail>, max: usize) -> bool {
-        std::future::poll_fn(|cx| self.poll_batch(cx, out, max)).await
+    /// Sets the idle-spin policy (off by default).
+    pub fn with_spin(mut self, policy: SpinPolicy) -> Self {
+        self.spin = IdleSpin::new(policy);
+        self
     }
 
-    fn poll_batch(&self, cx: &mut Context<'_>, out: &mut Vec<Mail>, max: usize) -> Poll<bool> {
+    /// Waits for mail and moves up to `max` pieces into `out`. Returns
+    /// false when every sender is gone and the queue is empty. `waiting`
+    /// tells the spin policy whether replies wait for the log.
+    pub async fn recv_batch(&self, out: &mut Vec<Mail>, max: usize, waiting: impl Fn() -> bool) -> bool {
+        std::future::poll_fn(|cx| self.poll_batch(cx, out, max, &waiting)).await
+    }
+
+    fn poll_batch(&self, cx: &mut Context<'_>, out: &mut Vec<Mail>, max: usize, waiting: &dyn Fn() -> bool) -> Poll<bool> {
+        let now = std::time::Instant::now();
+        let spun = self.spin.resume(now);
+        if !spun.is_zero() {
+            self.metrics.dispatcher_spin_ns.fetch_add(spun.as_nanos() as u64, Relaxed);
+        }
         if self.drain(out, max) {
+            if !spun.is_zero() {
+                self.metrics.dispatcher_spin_catches.fetch_add(1, Relaxed);
+            }
+            self.spin.mail(now);
             return Poll::Ready(true);
+        }
+        if self.spin.idle(now, waiting()) == Idle::Spin {
+            // Stay awake: no parked flag, so senders skip the wake; the
+            // self-wake gets this task polled again after glommio has
+            // looked at its ring.
+            self.shared.parked.store(false, SeqCst);
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         self.shared.dispatcher.register(cx.waker());
         self.shared.parked.store(true, SeqCst);
@@ -190,6 +219,8 @@ impl MailboxReceiver {
                 out.push(mail);
                 self.drain(out, max.saturating_sub(1));
                 self.release_space();
+                self.spin.resume(now);
+                self.spin.mail(now);
                 Poll::Ready(true)
             }
             Err(TryRecvError::Empty) => {
@@ -266,9 +297,9 @@ mod tests {
             std::thread::yield_now();
         }
         let mut got = Vec::new();
-        futures::executor::block_on(rx.recv_batch(&mut got, 8));
+        futures::executor::block_on(rx.recv_batch(&mut got, 8, || false));
         sender.join().unwrap();
-        futures::executor::block_on(rx.recv_batch(&mut got, 8));
+        futures::executor::block_on(rx.recv_batch(&mut got, 8, || false));
         assert_eq!(got.len(), 2);
     }
 
@@ -277,6 +308,6 @@ mod tests {
         let (tx, rx) = mailbox(0, 4, MailboxFull::Wait, Arc::new(CoreMetrics::default()));
         drop(tx);
         let mut got = Vec::new();
-        assert!(!futures::executor::block_on(rx.recv_batch(&mut got, 8)));
+        assert!(!futures::executor::block_on(rx.recv_batch(&mut got, 8, || false)));
     }
 }

@@ -22,6 +22,7 @@ pub mod commit;
 pub mod envelope;
 pub mod group_task;
 pub mod mailbox;
+pub mod spin;
 pub mod waiters;
 
 use std::cell::{Cell, RefCell};
@@ -149,6 +150,7 @@ pub async fn run_core(spec: CoreSpec) {
         mailbox,
         clock,
     } = spec;
+    let mailbox = mailbox.with_spin(limits.spin);
     let cold_store = cold_config.as_ref().map(|c| Arc::new(ColdStore::new(pack_dir, c.cache_bytes)));
     let log = log_factory(core);
     let mut by_id = HashMap::new();
@@ -207,7 +209,7 @@ pub async fn run_core(spec: CoreSpec) {
 async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<oneshot::Sender<()>> {
     let mut batch = Vec::with_capacity(core.limits.dispatch_batch);
     loop {
-        if !mailbox.recv_batch(&mut batch, core.limits.dispatch_batch).await {
+        if !mailbox.recv_batch(&mut batch, core.limits.dispatch_batch, || core.commit.waiting()).await {
             return None;
         }
         for mail in batch.drain(..) {
