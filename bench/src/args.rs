@@ -14,6 +14,7 @@
 //!               --modes M,...      durable, relaxed (default both)
 //!               --peers P,...|none peers besides rill (default: every compiled-in peer)
 //!               --wal-io IO        dma, std, buffered or mapped: how rill writes its WAL (std without O_DIRECT)
+//!               --spin on|off      the engine's idle spin (default on: its default policy; off: SpinPolicy::OFF)
 //!               --no-progress      no progress line on stderr
 //!               --no-events        no kernel tracepoint counters in the windows (they cost a little per syscall)
 //! load options: --streams N --records N --record-bytes N --clients N --window N, --skip-load
@@ -22,7 +23,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rill::WalIo;
+use rill::{SpinPolicy, WalIo};
 
 use crate::peers;
 use crate::sample::Workload;
@@ -75,6 +76,8 @@ pub struct Options {
     pub modes: Vec<Mode>,
     pub peers: Option<Vec<String>>,
     pub wal_io: WalIo,
+    /// The engine's idle-spin policy.
+    pub spin: SpinPolicy,
     pub progress: bool,
     /// Kernel event counters in every measured window.
     pub events: bool,
@@ -85,7 +88,7 @@ pub const USAGE: &str = "usage:
   rill-bench full    [options]
   rill-bench durable [options]
 options: [--dir D] [--reps N] [--seconds S] [--warmup S] [--scale X] [--only floor,A,B,C,D,E,F,G]
-         [--modes durable,relaxed] [--peers P,...|none] [--wal-io dma|std|buffered|mapped] [--no-progress] [--no-events]";
+         [--modes durable,relaxed] [--peers P,...|none] [--wal-io dma|std|buffered|mapped] [--spin on|off] [--no-progress] [--no-events]";
 
 fn number<T: std::str::FromStr>(name: &str, raw: String) -> Result<T, String>
 where
@@ -143,6 +146,7 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Options, String>
         },
         peers: None,
         wal_io: WalIo::Dma,
+        spin: SpinPolicy::default(),
         progress: true,
         events: true,
     };
@@ -202,6 +206,13 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Options, String>
                     "buffered" => WalIo::Buffered,
                     "mapped" => WalIo::Mapped,
                     other => return Err(format!("--wal-io is dma, std, buffered or mapped, not {other:?}")),
+                }
+            }
+            "--spin" => {
+                opts.spin = match value("--spin")?.as_str() {
+                    "on" => SpinPolicy::default(),
+                    "off" => SpinPolicy::OFF,
+                    other => return Err(format!("--spin is on or off, not {other:?}")),
                 }
             }
             "--no-progress" => opts.progress = false,
@@ -319,6 +330,9 @@ mod tests {
         assert_eq!(o.suite(None).profile.timing.measure, Duration::from_secs(1));
         assert_eq!(o.modes, vec![Mode::Durable]);
         assert_eq!(o.wal_io, WalIo::Std);
+        assert_eq!(o.spin, SpinPolicy::default());
+        assert_eq!(parse(&["durable", "--spin", "off"]).unwrap().spin, SpinPolicy::OFF);
+        assert!(parse(&["durable", "--spin", "maybe"]).is_err());
         assert!(o.events);
         assert!(!parse(&["--no-events"]).unwrap().events);
         assert!(parse(&["full", "--records", "5"]).is_err());

@@ -38,6 +38,7 @@ fn main() {
 
 fn run(opts: &args::Options, raw: &[String]) -> Result<()> {
     rill_side::set_wal_io(opts.wal_io);
+    rill_side::set_spin(opts.spin);
     rill_bench::window::set_events(opts.events);
     std::fs::create_dir_all(&opts.dir)?;
     if opts.command == Command::Quick && !opts.load.skip {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use futures::stream::{self, StreamExt};
-use rill::{Config, Create, Engine, StreamId, WalIo};
+use rill::{Config, Create, Engine, SpinPolicy, StreamId, WalIo};
 
 use crate::util::{Mode, Result};
 
@@ -14,6 +14,13 @@ use crate::util::{Mode, Result};
 const ADMIN_WINDOW: usize = 512;
 
 static WAL_IO: OnceLock<WalIo> = OnceLock::new();
+static SPIN: OnceLock<SpinPolicy> = OnceLock::new();
+
+/// Chooses the idle-spin policy of every engine of this process (once; the
+/// default is the engine's).
+pub fn set_spin(policy: SpinPolicy) {
+    let _ = SPIN.set(policy);
+}
 
 /// Chooses how every engine of this process writes its WAL (once; the
 /// default is DMA).
@@ -27,9 +34,10 @@ pub fn wal_io() -> WalIo {
 }
 
 /// The configuration of a run: defaults, except the durability of `mode`
-/// (and the WAL I/O chosen with [`set_wal_io`]).
+/// (and the WAL I/O and spin chosen with [`set_wal_io`] and [`set_spin`]).
 pub fn config(dir: &Path, mode: Mode) -> Config {
-    Config::new(dir).durability(mode.durability()).wal_io(wal_io())
+    let spin = SPIN.get().copied().unwrap_or_default();
+    Config::new(dir).durability(mode.durability()).wal_io(wal_io()).spin(spin)
 }
 
 /// `n` stream ids in bucket `bench`, named `<prefix><i>`.

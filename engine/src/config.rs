@@ -134,11 +134,11 @@ impl Config {
     }
 
     /// When a core's dispatcher spins on an empty mailbox instead of
-    /// parking its thread (default: up to 50 µs after mail or while replies
-    /// wait for the log, at most a quarter of the time, never while the core
-    /// was busy for half of the last period; [`SpinPolicy::OFF`] never
-    /// spins). Spinning saves the sleeping-thread wakes of a park at low
-    /// load; see ARCHITECTURE.md, "The wake path".
+    /// parking its thread (default: up to 50 µs after mail while no reply
+    /// waits for the log, at most a quarter of the time, never after a busy
+    /// or CPU-contended period; [`SpinPolicy::OFF`] never spins). Spinning
+    /// saves the sleeping-thread wakes of a park at low load; see
+    /// ARCHITECTURE.md, "The wake path".
     pub fn spin(mut self, policy: SpinPolicy) -> Self {
         self.limits.spin = policy;
         self
