@@ -487,3 +487,49 @@ fn a_flush_checkpoints_its_group_and_the_log_retires_below_the_lowest_pin() {
         e.shutdown().await.unwrap();
     });
 }
+
+// ARCHITECTURE.md "Checkpoints": a WAL past `checkpoint_wal_bytes` is held
+// by groups that have not flushed lately; they are flushed (and so
+// checkpointed) although below `min_hot_bytes`, and the log stays bounded
+// without a run over every group.
+#[test]
+fn a_long_wal_flushes_the_groups_that_pin_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config::new(dir.path())
+        .cores(1)
+        .groups(4)
+        .wal_segment_bytes(64 << 10)
+        .checkpoint_wal_bytes(256 << 10)
+        .checkpoint_interval(Duration::from_secs(3600))
+        .min_hot_bytes(32 << 20)
+        .flush_interval(Duration::from_millis(10));
+    let payload = vec![3u8; 4 << 10];
+    futures::executor::block_on(async {
+        let e = Engine::open(cfg).unwrap();
+        let a = find_stream(&e, "b", |_| true);
+        let b = find_stream(&e, "b", |p| p.group != e.locate(&a).group);
+        e.create(Create::new(a.clone())).await.unwrap();
+        e.create(Create::new(b.clone())).await.unwrap();
+        let mut most = 0;
+        for i in 0..512 {
+            let id = if i % 2 == 0 { &a } else { &b };
+            e.append(Append::new(id.clone(), payload.clone())).await.unwrap();
+            if i % 16 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            most = most.max(wal_segments(dir.path()));
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while e.metrics().cores[0].flushes == 0 {
+            assert!(std::time::Instant::now() < deadline, "no group below min_hot_bytes was flushed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // 2 MiB appended; the log was held near the threshold, not kept whole.
+        assert!(most < 24, "{most} segments of 64 KiB at once");
+        let core = e.metrics().cores[0].clone();
+        assert!(core.checkpoints > 0 && core.checkpoint_bytes > 0, "{core:?}");
+        assert_eq!(read_all(&e, &a).await.len(), 256 * payload.len());
+        assert_eq!(read_all(&e, &b).await.len(), 256 * payload.len());
+        e.shutdown().await.unwrap();
+    });
+}

@@ -79,6 +79,15 @@ impl WalPins {
         self.groups.get(&group).and_then(|p| p.from)
     }
 
+    /// The groups whose pins are at or below `lsn`, lowest pin first: the
+    /// ones holding the oldest log records.
+    pub fn pinned_at_or_below(&self, lsn: u64) -> Vec<u32> {
+        let mut groups: Vec<(u64, u32)> =
+            self.groups.iter().filter_map(|(g, p)| p.from.filter(|f| *f <= lsn).map(|f| (f, *g))).collect();
+        groups.sort_unstable();
+        groups.into_iter().map(|(_, g)| g).collect()
+    }
+
     /// The highest LSN through which the log may retire, at most `upto`
     /// (the log's durable LSN): just below the lowest pin.
     pub fn retire_cut(&self, upto: u64) -> u64 {
@@ -121,6 +130,16 @@ mod tests {
         assert_eq!(pins.pin_of(2), None);
         assert_eq!(pins.retire_cut(100), 12);
         assert_eq!(pins.retire_cut(5), 5, "never past the durable LSN");
+    }
+
+    #[test]
+    fn the_oldest_pins_come_first() {
+        let mut pins = WalPins::new();
+        pins.submitting(7, 30);
+        pins.submitting(4, 20);
+        pins.submitting(9, 50);
+        assert_eq!(pins.pinned_at_or_below(40), vec![4, 7]);
+        assert_eq!(pins.pinned_at_or_below(10), Vec::<u32>::new());
     }
 
     #[test]

@@ -46,18 +46,23 @@ async fn call<C: Call>(group: &Group, call: C) -> Result<C::Output> {
 /// Runs one job over every group of the core; returns the count it
 /// reports (chunks flushed, entries reclaimed, compactions done).
 pub(crate) async fn run_job(core: &Rc<Core>, job: ColdJob, force: bool) -> Result<u64> {
+    let mut ids: Vec<u32> = core.groups.keys().copied().collect();
+    ids.sort_unstable();
+    run_job_on(core, job, force, ids).await
+}
+
+/// Runs one job over the groups `ids` of the core.
+pub(crate) async fn run_job_on(core: &Rc<Core>, job: ColdJob, force: bool, ids: Vec<u32>) -> Result<u64> {
     let (Some(config), Some(store)) = (core.cold_config.clone(), core.cold_store.clone()) else {
         return Ok(0);
     };
     let _one_at_a_time = core.cold_lock.lock().await;
-    let mut ids: Vec<u32> = core.groups.keys().copied().collect();
-    ids.sort_unstable();
     let mut total = 0;
     for id in ids {
         if core.stopping.get() {
             break;
         }
-        let group = core.groups[&id].clone();
+        let Some(group) = core.groups.get(&id).cloned() else { continue };
         let run = {
             let state = group.state.borrow();
             match job {
@@ -136,15 +141,16 @@ async fn drive_steps(
                 count += account(core, group, response, written_bytes);
                 run.committed();
                 if flushed && core.checkpoint.as_ref().is_some_and(|c| c.after_flush) {
-                    // The flush is durable and the group holds few hot bytes:
-                    // checkpoint it now, beside the cold job.
-                    let (c, id) = (core.clone(), group.id);
-                    glommio::spawn_local(async move {
-                        if let Err(err) = super::checkpoint::checkpoint_group(&c, id).await {
-                            tracing::error!(core = c.id, group = id, error = %err, "group checkpoint failed");
-                        }
-                    })
-                    .detach();
+                    // The flush is durable and the group holds only what
+                    // arrived during the pack write: checkpoint it now, before
+                    // the job moves on. (Spawned beside the job, the group
+                    // checkpoints of one pass queued behind each other on the
+                    // checkpoint lock and each held about a second of new hot
+                    // bytes by its turn.) A failed checkpoint leaves the
+                    // group pinned; the flush stands.
+                    if let Err(err) = super::checkpoint::checkpoint_group(core, group.id).await {
+                        tracing::error!(core = core.id, group = group.id, error = %err, "group checkpoint failed");
+                    }
                 }
             }
             ColdStep::Done => break,
