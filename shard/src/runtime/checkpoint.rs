@@ -13,7 +13,7 @@
 //! overlap (one lock).
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::Core;
 use crate::error::Result;
@@ -107,56 +107,5 @@ async fn checkpoint_run(core: &Rc<Core>, only: Option<u32>) -> Result<()> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "checkpoint"
     );
-    Ok(())
-}
-
-/// Checkpoints whenever the WAL grows past its threshold or the interval
-/// passes. With groups checkpointed after their flushes, a WAL past the
-/// threshold is held by the groups that flushed longest ago: those pinning
-/// the older half of the live log are flushed now (each flush checkpoints
-/// its group, so their hot bytes go to packs once rather than into
-/// checkpoints), and only a WAL past twice the threshold, or a core without
-/// background flushes, takes a run over every changed group (as does the
-/// interval).
-pub(crate) async fn checkpoint_loop(core: Rc<Core>) {
-    let Some(config) = core.checkpoint.clone() else { return };
-    let tick = config.interval.min(Duration::from_millis(20));
-    let mut last = Instant::now();
-    loop {
-        glommio::timer::sleep(tick).await;
-        let live = core.commit.log().live_bytes();
-        let due = live >= config.wal_bytes || last.elapsed() >= config.interval;
-        if !due || core.stopping.get() {
-            continue;
-        }
-        let flushing = core.cold_config.as_ref().is_some_and(|c| c.background);
-        let by_flush = config.after_flush && flushing && live < config.wal_bytes.saturating_mul(2);
-        if by_flush && last.elapsed() < config.interval {
-            if let Err(err) = flush_laggards(&core).await {
-                tracing::error!(core = core.id, error = %err, "flushing the groups that pin the log failed");
-            }
-            continue;
-        }
-        if let Err(err) = checkpoint(&core).await {
-            tracing::error!(core = core.id, error = %err, "checkpoint failed");
-        }
-        last = Instant::now();
-    }
-}
-
-/// Flushes (and so checkpoints) the groups pinning the older half of the
-/// live log; a pinned group with nothing hot to flush is checkpointed
-/// directly.
-async fn flush_laggards(core: &Rc<Core>) -> Result<()> {
-    let (lowest, last) = (core.commit.pins().borrow().lowest(), core.commit.log().last_lsn());
-    let Some(lowest) = lowest else { return Ok(()) };
-    let middle = lowest + last.saturating_sub(lowest) / 2;
-    let laggards = core.commit.pins().borrow().pinned_at_or_below(middle);
-    super::cold::run_job_on(core, super::envelope::ColdJob::Flush, true, laggards.clone()).await?;
-    for id in laggards {
-        if core.commit.pins().borrow().pin_of(id).is_some_and(|p| p <= middle) {
-            checkpoint_group(core, id).await?;
-        }
-    }
     Ok(())
 }

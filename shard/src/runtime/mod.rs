@@ -21,6 +21,7 @@ pub mod cold;
 pub mod commit;
 pub mod envelope;
 pub mod group_task;
+pub mod log_pressure;
 pub mod mailbox;
 pub mod spin;
 pub mod waiters;
@@ -185,7 +186,7 @@ pub async fn run_core(spec: CoreSpec) {
     let c = core.clone();
     tasks.push(glommio::spawn_local(async move { expiry_loop(c).await }).detach());
     let c = core.clone();
-    tasks.push(glommio::spawn_local(async move { checkpoint::checkpoint_loop(c).await }).detach());
+    tasks.push(glommio::spawn_local(async move { log_pressure::checkpoint_loop(c).await }).detach());
     let c = core.clone();
     tasks.push(glommio::spawn_local(async move { cold::cold_loop(c).await }).detach());
 
