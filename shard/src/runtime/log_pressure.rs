@@ -48,10 +48,13 @@ pub(crate) async fn checkpoint_loop(core: Rc<Core>) {
 
 /// Flushes (and so checkpoints) the groups pinning the older half of the
 /// live log; a pinned group with nothing hot to flush is checkpointed
-/// directly.
+/// directly, and a log nothing pins is retired.
 async fn flush_laggards(core: &Rc<Core>) -> Result<()> {
     let (lowest, last) = (core.commit.pins().borrow().lowest(), core.commit.log().last_lsn());
-    let Some(lowest) = lowest else { return Ok(()) };
+    let Some(lowest) = lowest else {
+        // Nothing pins the log: a run over no group only retires it.
+        return checkpoint(core).await;
+    };
     let middle = lowest + last.saturating_sub(lowest) / 2;
     let laggards = core.commit.pins().borrow().pinned_at_or_below(middle);
     super::cold::run_job_on(core, ColdJob::Flush, true, laggards.clone()).await?;
