@@ -9,35 +9,16 @@
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
 
 use crate::error::ErrorCode;
-use crate::state::api::Append;
-use crate::state::command::{Command, Op};
-use crate::state::name::StreamId;
+use crate::state::command::Command;
 use crate::wal::device::{BufferedDir, MappedDir, WalDir};
 use crate::wal::format::{encode_record, encoded_len, pad_to_block, RecordKind, SegmentHeader, BLOCK};
+use super::{cmd, run};
 use crate::wal::log::{EntryBody, LogEntry, LogStore};
 use crate::wal::scan::{scan_segment, ScanEnd};
 use crate::wal::{Durability, WalConfig, WalIo, WalLog};
 
-fn run<T, F, Fut>(make: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = T> + 'static,
-{
-    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-        .spawn(make)
-        .expect("executor starts")
-        .join()
-        .expect("executor ends")
-}
-
-fn cmd(i: u64, len: usize) -> Command {
-    let id = StreamId::new("b", "s").expect("valid");
-    Command { now_ms: i, op: Op::from(Append::new(id, Bytes::from(vec![(i % 251) as u8; len]))) }
-}
 
 /// One flush the way the writer makes it: records `lsns`, each a body of
 /// `len` bytes, padded to a block.

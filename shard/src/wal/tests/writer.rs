@@ -6,34 +6,15 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use bytes::Bytes;
 
 use crate::wal::device::{Fault, FaultyDir, MemDir, WalDir};
 use crate::wal::format::{RecordKind, BLOCK};
 use crate::wal::scan::{scan_segment, ScanEnd};
 use crate::wal::{WalConfig, WalLog};
-use crate::state::api::Append;
-use crate::state::command::{Command, Op};
-use crate::state::name::StreamId;
+use crate::state::command::Command;
+use super::{cmd, run};
 use crate::wal::log::{EntryBody, LogEntry, LogStore};
 
-fn run<T, F, Fut>(make: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = T> + 'static,
-{
-    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-        .spawn(make)
-        .expect("executor starts")
-        .join()
-        .expect("executor ends")
-}
-
-fn cmd(i: u64, len: usize) -> Command {
-    let id = StreamId::new("b", "s").expect("valid");
-    Command { now_ms: i, op: Op::from(Append::new(id, Bytes::from(vec![(i % 256) as u8; len]))) }
-}
 
 fn config(segment_bytes: u64) -> WalConfig {
     WalConfig { segment_bytes, buffer_bytes: 1 << 20, ..WalConfig::default() }
