@@ -106,6 +106,13 @@ async fn replies_wait_for_durability_and_uncommitted_bytes_are_bounded() {
         let id = id.clone();
         tokio::spawn(async move { engine.create(Create::new(id)).await })
     };
+    // The create is applied (its reply still waits for durability) before
+    // the appends are sent; otherwise an append could arrive first, fail
+    // with StreamNotFound and leave the loop below waiting for ever.
+    let group = e.locate(&id).group as usize;
+    while e.metrics().groups[group].streams == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let mut appends = Vec::new();
     for _ in 0..2 {
         let engine = engine.clone();
