@@ -41,7 +41,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use futures::executor::block_on;
 use futures::stream::{FuturesUnordered, StreamExt};
 use rill::{Append, Config, Create, Engine, Read, SpinPolicy, StreamId};
-use rill_cold::{PackReader, SliceSpec};
+use rill_cold::{PackReader, RecordIndexBuf, SliceSpec};
 use rill_shard::state::command::{Command, FlushCommit, Op, PackCommit, SliceCommit};
 use rill_shard::state::group::{FlushLimits, GroupLimits, GroupState};
 use rill_shard::state::integrity::SetSum;
@@ -353,10 +353,15 @@ fn cold_read(c: &mut Criterion) {
     let names: Vec<String> = (0..SLICES).map(|i| format!("stream-{i}")).collect();
     let datas: Vec<Bytes> = (0..SLICES).map(|i| payload(SLICE_BYTES + i)).collect();
     let parts: Vec<[&[u8]; 1]> = datas.iter().map(|d| [&d[..SLICE_BYTES]]).collect();
+    // One record per KiB, a new time every 16 records.
+    let mut index = RecordIndexBuf::new();
+    for (i, at) in (0..SLICE_BYTES as u64).step_by(1 << 10).enumerate() {
+        index.push(at, i as u64 / 16).expect("records in order");
+    }
     let specs: Vec<SliceSpec<'_>> = names
         .iter()
         .zip(&parts)
-        .map(|(name, parts)| SliceSpec { stream: name, incarnation: 1, start: 0, parts })
+        .map(|(name, parts)| SliceSpec { stream: name, incarnation: 1, start: 0, parts, index: &index })
         .collect();
     rill_cold::write_pack(dir.path(), "bench.pack", 0, 1, "bench", &specs).expect("pack written");
     let path = dir.path().join("bench.pack");

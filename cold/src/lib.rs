@@ -6,7 +6,8 @@
 //! error). What it holds so far:
 //!
 //! * [`pack`]: pack files, the slices of many streams of one bucket written
-//!   by one flush of one group; the writer, the validating memory-mapped
+//!   by one flush of one group, each with its record index (where every
+//!   record starts, and its time); the writer, the validating memory-mapped
 //!   reader, and a cache of open packs bounded by mapped bytes.
 //!
 //! Every format is documented byte by byte in the repository's `FORMAT.md`,
@@ -22,5 +23,5 @@ pub mod planted;
 pub use error::{ColdError, ColdErrorKind, IoSource, Result};
 pub use pack::{
     encode_pack, remove_pack, sync_dir, write_pack, PackCache, PackCacheStats, PackReader, PackSummary,
-    SliceMeta, SliceSpec, SliceSummary, PACK_FORMAT_VERSION,
+    RecordIndex, RecordIndexBuf, SliceMeta, SliceSpec, SliceSummary, PACK_FORMAT_VERSION,
 };

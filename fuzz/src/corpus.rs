@@ -296,24 +296,45 @@ pub fn seeds() -> Vec<Seed> {
     for (name, text) in shapes {
         out.add("shape_file", name, text.to_vec());
     }
-    // cold_pack: packs of one to four slices, damaged and whole, and
-    // recipes.
-    for i in 0..4usize {
-        let bodies: Vec<Vec<u8>> = (0..=i).map(|n| out.rng.bytes(1 + n * 97)).collect();
-        let parts: Vec<[&[u8]; 1]> = bodies.iter().map(|b| [&b[..]]).collect();
-        let names = ["x", "y", "z", "w"];
-        let specs: Vec<rill_cold::SliceSpec<'_>> = parts
-            .iter()
-            .enumerate()
-            .map(|(n, parts)| rill_cold::SliceSpec {
-                stream: names[n],
-                incarnation: n as u64 + 1,
-                start: 10 * n as u64,
-                parts: &parts[..],
-            })
-            .collect();
-        let pack = rill_cold::encode_pack(3, 1 << 16 | i as u64, "bucket", &specs).expect("a pack encodes");
-        out.add_damaged("cold_pack", &format!("pack{i}"), pack, 3);
+    // cold_pack: packs of one to four slices of several records in several
+    // time runs, damaged and whole, in version 3 and (as older builds wrote
+    // them, without record indexes) version 1, and recipes.
+    for version in [3u16, 1] {
+        for i in 0..4usize {
+            let bodies: Vec<Vec<u8>> = (0..=i).map(|n| out.rng.bytes(1 + n * 97)).collect();
+            let parts: Vec<[&[u8]; 1]> = bodies.iter().map(|b| [&b[..]]).collect();
+            let names = ["x", "y", "z", "w"];
+            let indexes: Vec<rill_cold::RecordIndexBuf> = bodies
+                .iter()
+                .enumerate()
+                .map(|(n, body)| {
+                    // Records every 13 bytes, a new time every third record.
+                    let mut index = rill_cold::RecordIndexBuf::new();
+                    for (r, at) in (0..body.len() as u64).step_by(13).enumerate() {
+                        index
+                            .push(10 * n as u64 + at, 1_700_000_000_000 + (r / 3) as u64 * 250)
+                            .expect("in order");
+                    }
+                    index
+                })
+                .collect();
+            let specs: Vec<rill_cold::SliceSpec<'_>> = parts
+                .iter()
+                .zip(&indexes)
+                .enumerate()
+                .map(|(n, (parts, index))| rill_cold::SliceSpec {
+                    stream: names[n],
+                    incarnation: n as u64 + 1,
+                    start: 10 * n as u64,
+                    parts: &parts[..],
+                    index,
+                })
+                .collect();
+            let pack = rill_cold::pack::encode_pack_version(version, 3, 1 << 16 | i as u64, "bucket", &specs)
+                .expect("a pack encodes");
+            let name = if version == 3 { format!("pack{i}") } else { format!("v1-pack{i}") };
+            out.add_damaged("cold_pack", &name, pack, 3);
+        }
     }
     for i in 0..4 {
         let recipe = out.rng.bytes(40 + i * 120);

@@ -520,16 +520,89 @@ fn assert_cold_corrupted(err: &rill_cold::ColdError, what: &str) {
     assert!(matches!(err.kind(), rill_cold::ColdErrorKind::Corrupted { .. }), "{what}: {err:?}");
 }
 
+/// Checks every lookup of a parsed record index against a linear scan over
+/// what its `iter` yields, at every record boundary and next to it, outside
+/// the slice `[start, start + len)`, and at the times around each record's.
+fn check_record_index(index: &rill_cold::RecordIndex<'_>, start: u64, len: u64) {
+    let end = start + len;
+    let records: Vec<(u64, u64)> = index.iter().collect();
+    let n = records.len();
+    assert_eq!(n, index.len(), "iter and len disagree");
+    assert!(!index.is_empty(), "a parsed version 3 slice has records");
+    assert_eq!(records[0].0, start, "the first record starts the slice");
+    assert!(records.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "records out of order");
+    assert!(records[n - 1].0 < end, "a record starts past the slice");
+    let ends: Vec<u64> = records.iter().skip(1).map(|r| r.0).chain([end]).collect();
+    for (i, &(at, time)) in records.iter().enumerate() {
+        assert_eq!((index.start(i), index.end(i), index.time(i)), (Some(at), Some(ends[i]), Some(time)));
+    }
+    assert_eq!((index.start(n), index.end(n), index.time(n)), (None, None, None));
+    let mut offsets = vec![0, u64::MAX, start.saturating_sub(1), end, end.saturating_add(1)];
+    let mut times = vec![0, u64::MAX];
+    for &(at, time) in &records {
+        offsets.extend([at, at.saturating_sub(1), at.saturating_add(1)]);
+        times.extend([time, time.saturating_sub(1), time.saturating_add(1)]);
+    }
+    for offset in offsets {
+        let first = records.iter().position(|r| r.0 >= offset).unwrap_or(n);
+        assert_eq!(index.first_at_or_after(offset), first, "first_at_or_after({offset})");
+        let holding = (0..n).find(|&i| records[i].0 <= offset && offset < ends[i]);
+        assert_eq!(index.containing(offset), holding, "containing({offset})");
+    }
+    for time in times {
+        let first = records.iter().position(|r| r.1 >= time).unwrap_or(n);
+        assert_eq!(index.first_at_or_after_time(time), first, "first_at_or_after_time({time})");
+    }
+}
+
+/// Record boundaries and times for a slice of `len` bytes at `start`, chosen
+/// by the input: up to eight records, times that mostly grow and sometimes
+/// fall (the index raises them).
+fn built_index(c: &mut Cursor<'_>, start: u64, len: usize) -> rill_cold::RecordIndexBuf {
+    let mut cuts: Vec<u64> = (0..c.below(8)).map(|_| c.below(len) as u64).collect();
+    cuts.push(0);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut index = rill_cold::RecordIndexBuf::new();
+    let mut time = u64::from(c.u16());
+    for cut in cuts {
+        match c.below(4) {
+            0 => time = time.saturating_sub(u64::from(c.u8())),
+            1 => {}
+            _ => time += u64::from(c.u8()),
+        }
+        index.push(start + cut, time).expect("cuts increase");
+    }
+    index
+}
+
 /// A cold pack file (FORMAT.md "Cold pack file"): arbitrary bytes are
-/// refused as `Corrupted` or give a pack whose every slice either verifies
-/// against its digest or is `Corrupted`; a pack whose slices all verify
-/// re-encodes to exactly its bytes. A pack built from the input parses
-/// back, any truncation of it is refused, and any changed byte is caught
-/// by the table checks or by the digest of the slice it lies in.
+/// refused as `Corrupted` or give a pack (version 3, or version 1 without
+/// record indexes) whose record indexes answer every lookup like a linear
+/// scan and whose every slice either verifies against its digest or is
+/// `Corrupted`; a pack whose slices all verify re-encodes, with its parsed
+/// indexes, to exactly its bytes. A pack of either version built from the
+/// input parses back with the indexes it was given, any truncation of it is
+/// refused, any changed table byte fails the open, and any other changed
+/// byte is caught by the header and trailer checks or by the digest of the
+/// slice it lies in.
 pub fn cold_pack(data: &[u8]) {
-    use rill_cold::{encode_pack, PackReader, SliceSpec};
+    use rill_cold::pack::encode_pack_version;
+    use rill_cold::{PackReader, RecordIndexBuf, SliceSpec};
     match PackReader::from_bytes(Bytes::copy_from_slice(data)) {
         Ok(reader) => {
+            let version = reader.format_version();
+            let mut indexes = Vec::new();
+            for (i, meta) in reader.slices().iter().enumerate() {
+                let records = reader.slice_records(i).expect("a slice of the pack has an answer");
+                assert_eq!(records.is_some(), version == 3, "version {version} and a record index");
+                let mut rebuilt = RecordIndexBuf::new();
+                if let Some(records) = records {
+                    check_record_index(&records, meta.start, meta.len);
+                    rebuilt.extend_from(&records).expect("a parsed index rebuilds");
+                }
+                indexes.push(rebuilt);
+            }
             let mut slices = Vec::new();
             for i in 0..reader.slice_count() {
                 match reader.slice_bytes(i) {
@@ -543,15 +616,18 @@ pub fn cold_pack(data: &[u8]) {
                     .slices()
                     .iter()
                     .zip(&parts)
-                    .map(|(meta, parts)| SliceSpec {
+                    .zip(&indexes)
+                    .map(|((meta, parts), index)| SliceSpec {
                         stream: &meta.stream,
                         incarnation: meta.incarnation,
                         start: meta.start,
                         parts: &parts[..],
+                        index,
                     })
                     .collect();
-                let again = encode_pack(reader.group(), reader.pack_id(), reader.bucket(), &specs)
-                    .expect("a pack that parsed re-encodes");
+                let again =
+                    encode_pack_version(version, reader.group(), reader.pack_id(), reader.bucket(), &specs)
+                        .expect("a pack that parsed re-encodes");
                 assert_eq!(again, data, "pack does not round-trip");
             }
         }
@@ -560,38 +636,67 @@ pub fn cold_pack(data: &[u8]) {
 
     let mut c = Cursor::new(data);
     let (group, pack_id) = (c.u32(), c.u64());
+    let version = if c.below(4) == 0 { 1 } else { 3 };
     let names = ["x", "y", "a-longer-stream-name"];
     let mut bodies = Vec::new();
     let mut metas = Vec::new();
+    let mut indexes = Vec::new();
     for _ in 0..1 + c.below(4) {
         let body = match c.bytes(300) {
             [] => vec![0x42],
             body => body.to_vec(),
         };
-        metas.push((names[c.below(names.len())], c.u64(), u64::from(c.u32())));
+        let (stream, incarnation, start) = (names[c.below(names.len())], c.u64(), u64::from(c.u32()));
+        indexes.push(built_index(&mut c, start, body.len()));
+        metas.push((stream, incarnation, start));
         bodies.push(body);
     }
     let parts: Vec<[&[u8]; 1]> = bodies.iter().map(|b| [&b[..]]).collect();
     let specs: Vec<SliceSpec<'_>> = metas
         .iter()
         .zip(&parts)
-        .map(|((stream, incarnation, start), parts)| SliceSpec {
+        .zip(&indexes)
+        .map(|(((stream, incarnation, start), parts), index)| SliceSpec {
             stream,
             incarnation: *incarnation,
             start: *start,
             parts: &parts[..],
+            index,
         })
         .collect();
-    let mut bytes = encode_pack(group, pack_id, "bucket", &specs).expect("a valid pack encodes");
+    let mut bytes =
+        encode_pack_version(version, group, pack_id, "bucket", &specs).expect("a valid pack encodes");
     let reader = PackReader::from_bytes(Bytes::from(bytes.clone())).expect("a fresh pack parses");
     reader.verify_all().expect("a fresh pack verifies");
+    assert_eq!(reader.format_version(), version);
     let got: Vec<_> = reader.slices().iter().map(|m| (m.stream.as_str(), m.incarnation, m.start)).collect();
     let want: Vec<_> = metas.iter().map(|(s, i, o)| (*s, *i, *o)).collect();
     assert_eq!(got, want);
+    for (i, written) in indexes.iter().enumerate() {
+        match reader.slice_records(i).expect("a slice of the pack") {
+            Some(records) => {
+                assert_eq!(version, 3, "a version 1 pack has no record index");
+                let meta = &reader.slices()[i];
+                check_record_index(&records, meta.start, meta.len);
+                let mut rebuilt = RecordIndexBuf::new();
+                rebuilt.extend_from(&records).expect("a parsed index rebuilds");
+                assert_eq!(&rebuilt, written, "slice {i}'s record index");
+            }
+            None => assert_eq!(version, 1, "a version 3 slice without its record index"),
+        }
+    }
+    let (table_at, table_end) = (reader.layout().table_offset as usize, bytes.len() - 64);
     let cut = c.below(bytes.len());
     match PackReader::from_bytes(Bytes::copy_from_slice(&bytes[..cut])) {
         Ok(_) => panic!("a pack cut at {cut} of {} parsed", bytes.len()),
         Err(e) => assert_cold_corrupted(&e, "truncated pack"),
+    }
+    let mut table_flip = bytes.clone();
+    let at = table_at + c.below(table_end - table_at);
+    table_flip[at] ^= c.u8() | 1;
+    match PackReader::from_bytes(Bytes::from(table_flip)) {
+        Ok(_) => panic!("changed table byte {at} of a pack went unnoticed"),
+        Err(e) => assert_cold_corrupted(&e, "damaged table"),
     }
     let at = c.below(bytes.len());
     bytes[at] ^= c.u8() | 1;

@@ -119,11 +119,20 @@ fn valid_seeds_decode() {
             .unwrap();
     }
     assert!(streams > 0, "the snapshot seeds hold no stream");
-    for i in 0..4 {
-        rill_cold::PackReader::from_bytes(file("cold_pack", &format!("pack{i}")).into())
-            .unwrap()
-            .verify_all()
-            .unwrap();
+    for (prefix, version) in [("pack", 3), ("v1-pack", 1)] {
+        for i in 0..4 {
+            let reader =
+                rill_cold::PackReader::from_bytes(file("cold_pack", &format!("{prefix}{i}")).into()).unwrap();
+            reader.verify_all().unwrap();
+            assert_eq!(reader.format_version(), version);
+            for slice in 0..reader.slice_count() {
+                let records = reader.slice_records(slice).unwrap();
+                assert_eq!(records.is_some(), version == 3);
+                if let Some(records) = records {
+                    assert!(records.run_count() >= 2 || records.len() < 4, "{prefix}{i} slice {slice}");
+                }
+            }
+        }
     }
     let segment = file("wal_segment", "segment1");
     let scan = rill_shard::wal::scan::scan_segment(&segment).unwrap();

@@ -155,27 +155,80 @@ fn a_version_1_data_directory_recovers() {
     assert_eq!(recovered.replayed_records, 6);
 }
 
-// FORMAT.md "Cold pack file": a pack decodes to its slices; a flipped data
-// byte fails that slice's check, a cut file does not open.
+/// The two slices of the pack fixtures, with their record indexes: stream
+/// `a` holds "hello" and " world" (one time), stream `b` "first", "x" and
+/// "yz" (two times).
+fn pack_indexes() -> [rill_cold::RecordIndexBuf; 2] {
+    let mut a = rill_cold::RecordIndexBuf::new();
+    a.push(0, 1_700_000_000_001).unwrap();
+    a.push(5, 1_700_000_000_001).unwrap();
+    let mut b = rill_cold::RecordIndexBuf::new();
+    b.push(0, 1_700_000_000_002).unwrap();
+    b.push(5, 1_700_000_000_003).unwrap();
+    b.push(6, 1_700_000_000_003).unwrap();
+    [a, b]
+}
+
+/// The pack fixture of `version`: version 3 is what this build writes,
+/// version 1 what builds before the record index wrote (the indexes are
+/// not written); the version 1 fixture was committed by such a build.
+fn pack(version: u16) -> Vec<u8> {
+    let parts_a: [&[u8]; 2] = [b"hello", b" world"];
+    let parts_b: [&[u8]; 3] = [b"first", b"x", b"yz"];
+    let [index_a, index_b] = pack_indexes();
+    let slices = [
+        rill_cold::SliceSpec { stream: "a", incarnation: 1, start: 0, parts: &parts_a, index: &index_a },
+        rill_cold::SliceSpec { stream: "b", incarnation: 3, start: 0, parts: &parts_b, index: &index_b },
+    ];
+    if version == rill_cold::PACK_FORMAT_VERSION {
+        rill_cold::encode_pack(3, 5 << 16, "golden", &slices).unwrap()
+    } else {
+        rill_cold::pack::encode_pack_version(version, 3, 5 << 16, "golden", &slices).unwrap()
+    }
+}
+
+// FORMAT.md "Cold pack file": a pack of either version read decodes to its
+// slices (version 3 with their record indexes, version 1 without); a
+// flipped data byte fails that slice's check, a flipped table byte or a cut
+// file does not open.
 #[test]
 fn pack_decodes() {
-    let parts_a: [&[u8]; 2] = [b"hello", b" world"];
-    let parts_b: [&[u8]; 1] = [b"firstxyz"];
-    let slices = [
-        rill_cold::SliceSpec { stream: "a", incarnation: 1, start: 0, parts: &parts_a },
-        rill_cold::SliceSpec { stream: "b", incarnation: 3, start: 0, parts: &parts_b },
-    ];
-    let built = rill_cold::encode_pack(3, 5 << 16, "golden", &slices).unwrap();
-    let committed = golden("pack-v1.pack", &built);
-    let reader = rill_cold::PackReader::from_bytes(Bytes::from(committed.clone())).unwrap();
-    assert_eq!((reader.group(), reader.pack_id(), reader.bucket()), (3, 5 << 16, "golden"));
-    assert_eq!(reader.slice_bytes(0).unwrap(), b"hello world");
-    assert_eq!(reader.slice_bytes(1).unwrap(), b"firstxyz");
-    let data = reader.slice_meta(1).unwrap().data_offset as usize;
-    let damaged = rill_cold::PackReader::from_bytes(Bytes::from(flipped(&committed, data + 2))).unwrap();
-    assert_eq!(damaged.slice_bytes(0).unwrap(), b"hello world", "other slices still serve");
-    assert!(damaged.slice_bytes(1).is_err(), "the damaged slice is refused");
-    assert!(
-        rill_cold::PackReader::from_bytes(Bytes::from(committed[..committed.len() - 3].to_vec())).is_err()
-    );
+    assert_eq!(rill_cold::PACK_FORMAT_VERSION, 3);
+    for version in [1u16, 3] {
+        let committed = golden(&format!("pack-v{version}.pack"), &pack(version));
+        let reader = rill_cold::PackReader::from_bytes(Bytes::from(committed.clone())).unwrap();
+        assert_eq!(reader.format_version(), version);
+        assert_eq!((reader.group(), reader.pack_id(), reader.bucket()), (3, 5 << 16, "golden"));
+        assert_eq!(reader.slice_bytes(0).unwrap(), b"hello world");
+        assert_eq!(reader.slice_bytes(1).unwrap(), b"firstxyz");
+        if version == 1 {
+            assert!(reader.slice_records(0).unwrap().is_none() && reader.slice_records(1).unwrap().is_none());
+        } else {
+            let a = reader.slice_records(0).unwrap().unwrap();
+            assert_eq!(a.iter().collect::<Vec<_>>(), [(0, 1_700_000_000_001), (5, 1_700_000_000_001)]);
+            assert_eq!((a.len(), a.run_count(), a.end(1)), (2, 1, Some(11)));
+            let b = reader.slice_records(1).unwrap().unwrap();
+            assert_eq!(
+                b.iter().collect::<Vec<_>>(),
+                [(0, 1_700_000_000_002), (5, 1_700_000_000_003), (6, 1_700_000_000_003)]
+            );
+            assert_eq!((b.len(), b.run_count()), (3, 2));
+            assert_eq!((b.containing(5), b.containing(7), b.end(2)), (Some(1), Some(2), Some(8)));
+            assert_eq!(b.first_at_or_after_time(1_700_000_000_003), 1);
+            let mut rebuilt = rill_cold::RecordIndexBuf::new();
+            rebuilt.extend_from(&b).unwrap();
+            assert_eq!(rebuilt, pack_indexes()[1]);
+        }
+        let data = reader.slice_meta(1).unwrap().data_offset as usize;
+        let damaged = rill_cold::PackReader::from_bytes(Bytes::from(flipped(&committed, data + 2))).unwrap();
+        assert_eq!(damaged.slice_bytes(0).unwrap(), b"hello world", "other slices still serve");
+        assert!(damaged.slice_bytes(1).is_err(), "the damaged slice is refused");
+        let table = reader.layout().table_offset as usize;
+        for at in table..committed.len() - 64 {
+            let err = rill_cold::PackReader::from_bytes(Bytes::from(flipped(&committed, at))).unwrap_err();
+            assert!(err.is_corrupted(), "table byte {at}: {err}");
+        }
+        assert!(rill_cold::PackReader::from_bytes(Bytes::from(committed[..committed.len() - 3].to_vec()))
+            .is_err());
+    }
 }

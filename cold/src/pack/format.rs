@@ -1,12 +1,15 @@
 //! The byte layout of a pack file (FORMAT.md, "Cold pack file"): header,
 //! data region, slice table, trailer.
 //!
-//! This module owns encoding and decoding of those pieces and does no I/O.
-//! The invariants it keeps, on the write and again on the read:
+//! This module owns encoding and decoding of those pieces and does no I/O
+//! (the record index inside a version 3 table entry is `index.rs`'s). The
+//! invariants it keeps, on the write and again on the read:
 //!
 //! * every integer is little-endian; the header and the trailer are
-//!   [`HEADER_LEN`] and [`TRAILER_LEN`] bytes and both carry the format
-//!   version;
+//!   [`HEADER_LEN`] and [`TRAILER_LEN`] bytes and both carry the same
+//!   format version: [`PACK_FORMAT_VERSION`] (3) is written, and 3 and 1
+//!   are read (version 1 entries carry no record index; version 2 was never
+//!   written and is refused like any unknown version);
 //! * the file is exactly header, data, table, trailer: the data region runs
 //!   from [`HEADER_LEN`] to the table, and the slices tile it in table order,
 //!   back to back, each at least one byte long, with no gap and no byte left
@@ -15,16 +18,26 @@
 //!   BLAKE3 binding the header, the whole table and the trailer's own fields;
 //!   every table entry carries the BLAKE3 of its slice's bytes (checked
 //!   lazily, by the reader, when the slice is first read);
-//! * bucket and stream names are 1 to [`MAX_NAME_LEN`] bytes of UTF-8.
+//! * bucket and stream names are 1 to [`MAX_NAME_LEN`] bytes of UTF-8;
+//! * in version 3, every entry carries its slice's record index, valid for
+//!   the slice (see `index.rs`), and covered by the trailer digest with the
+//!   rest of the table.
 //!
 //! [`parse_pack`] takes arbitrary bytes: it never panics, never indexes past
 //! its input, and never allocates from a count it has not bounded by the
 //! bytes actually present.
 
 use crate::error::{ColdError, Result};
+use crate::pack::index::{
+    check_counts, check_raw, encode_index, index_body_len, RecordIndex, RecordIndexBuf, RECORD_START_LEN,
+    TIME_RUN_LEN,
+};
 
-/// Pack format version written by this code, the only one it reads.
-pub const PACK_FORMAT_VERSION: u16 = 1;
+/// Pack format version written by this code.
+pub const PACK_FORMAT_VERSION: u16 = 3;
+/// Every pack format version this code reads, oldest first. Version 1 has
+/// no record index; version 2 was never written.
+pub const READ_FORMAT_VERSIONS: [u16; 2] = [1, 3];
 /// First eight bytes of every pack.
 pub const HEADER_MAGIC: [u8; 8] = *b"RILLPACK";
 /// Last eight bytes of every pack.
@@ -35,9 +48,13 @@ pub const HEADER_LEN: usize = 64;
 pub const TRAILER_LEN: usize = 64;
 /// Longest bucket or stream name, in bytes.
 pub const MAX_NAME_LEN: usize = 255;
-/// Bytes of a table entry besides the stream name: name length, incarnation,
-/// start, length, data offset, digest.
-pub const ENTRY_FIXED_LEN: usize = 2 + 8 + 8 + 8 + 8 + 32;
+/// Bytes of a version 3 table entry besides the stream name and the record
+/// index arrays: name length, incarnation, start, length, data offset,
+/// digest, record count, run count.
+pub const ENTRY_FIXED_LEN: usize = V1_ENTRY_FIXED_LEN + 4 + 4;
+/// Bytes of a version 1 table entry besides the stream name: name length,
+/// incarnation, start, length, data offset, digest.
+pub const V1_ENTRY_FIXED_LEN: usize = 2 + 8 + 8 + 8 + 8 + 32;
 
 /// Header bytes covered by the header digest.
 const HEADER_CHECKED_LEN: usize = 32;
@@ -48,10 +65,17 @@ const TRAILER_CHECKED_LEN: usize = 24;
 /// A BLAKE3 digest.
 pub type Digest = [u8; 32];
 
-/// What the header says: which group and flush wrote the pack, and how many
-/// slices it holds.
+/// Whether packs of format `version` carry a record index per slice.
+pub fn has_record_index(version: u16) -> bool {
+    version >= 3
+}
+
+/// What the header says: the format version, which group and flush wrote
+/// the pack, and how many slices it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackHeader {
+    /// The pack's format version (one of [`READ_FORMAT_VERSIONS`]).
+    pub version: u16,
     /// The group that wrote the pack.
     pub group: u32,
     /// The pack's id within its group.
@@ -78,6 +102,32 @@ pub struct SliceMeta {
     pub data_offset: u64,
     /// BLAKE3 of the slice's bytes.
     pub digest: Digest,
+    /// Where the slice's record index lies in the table (`None` in a
+    /// version 1 pack, which has none).
+    pub record_index: Option<RecordIndexSpan>,
+}
+
+/// Where one slice's record index lies in the slice table of a version 3
+/// pack: `records` relative starts of [`RECORD_START_LEN`] bytes from table
+/// byte `table_at`, then `runs` time runs of [`TIME_RUN_LEN`] bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordIndexSpan {
+    /// Offset within the table of the first record start.
+    pub table_at: u32,
+    /// Records of the slice; at least one.
+    pub records: u32,
+    /// Time runs of the slice; at least one, at most `records`.
+    pub runs: u32,
+}
+
+impl RecordIndexSpan {
+    /// Table byte ranges of the record starts and of the time runs. Valid
+    /// for a span the parser returned (it checked both lie in the table).
+    fn ranges(&self) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let starts = self.table_at as usize;
+        let runs = starts + self.records as usize * RECORD_START_LEN;
+        (starts..runs, runs..runs + self.runs as usize * TIME_RUN_LEN)
+    }
 }
 
 impl SliceMeta {
@@ -121,7 +171,7 @@ pub(crate) fn check_name(role: &str, name: &[u8]) -> std::result::Result<(), Str
 pub(crate) fn encode_header(header: &PackHeader) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     out[0..8].copy_from_slice(&HEADER_MAGIC);
-    out[8..10].copy_from_slice(&PACK_FORMAT_VERSION.to_le_bytes());
+    out[8..10].copy_from_slice(&header.version.to_le_bytes());
     // [10..12) reserved, zero.
     out[12..16].copy_from_slice(&header.group.to_le_bytes());
     out[16..24].copy_from_slice(&header.pack_id.to_le_bytes());
@@ -133,9 +183,26 @@ pub(crate) fn encode_header(header: &PackHeader) -> [u8; HEADER_LEN] {
     out
 }
 
-/// Appends the table entry of `meta` to `out`. The name must have passed
-/// [`check_name`].
-pub(crate) fn encode_entry(out: &mut Vec<u8>, meta: &SliceMeta) {
+/// Length of a table entry of format `version` for a stream name of
+/// `stream_len` bytes and an index of `records` records in `runs` runs
+/// (ignored in version 1); `None` past `u64`.
+pub(crate) fn entry_len(version: u16, stream_len: usize, records: usize, runs: usize) -> Option<u64> {
+    if !has_record_index(version) {
+        return Some((V1_ENTRY_FIXED_LEN + stream_len) as u64);
+    }
+    index_body_len(records as u64, runs as u64)?.checked_add((ENTRY_FIXED_LEN + stream_len) as u64)
+}
+
+/// Appends the table entry of `meta` to `out`, in format `version`, with
+/// `index` as the record index in version 3 (where it returns the index's
+/// place in the table, `out` being the table so far). The name must have
+/// passed [`check_name`] and the index `check_index` for the slice.
+pub(crate) fn encode_entry(
+    out: &mut Vec<u8>,
+    version: u16,
+    meta: &SliceMeta,
+    index: &RecordIndexBuf,
+) -> Option<RecordIndexSpan> {
     debug_assert!(check_name("stream", meta.stream.as_bytes()).is_ok());
     out.extend_from_slice(&(meta.stream.len() as u16).to_le_bytes());
     out.extend_from_slice(meta.stream.as_bytes());
@@ -144,26 +211,52 @@ pub(crate) fn encode_entry(out: &mut Vec<u8>, meta: &SliceMeta) {
     out.extend_from_slice(&meta.len.to_le_bytes());
     out.extend_from_slice(&meta.data_offset.to_le_bytes());
     out.extend_from_slice(&meta.digest);
+    if !has_record_index(version) {
+        return None;
+    }
+    let table_at = out.len() + 8;
+    encode_index(out, index, meta.start);
+    Some(RecordIndexSpan {
+        table_at: table_at as u32,
+        records: index.len() as u32,
+        runs: index.runs().len() as u32,
+    })
 }
 
-/// The slice table: the bucket name, then one entry per slice. The names
-/// must have passed [`check_name`].
-pub(crate) fn encode_table(bucket: &str, slices: &[SliceMeta]) -> Vec<u8> {
+/// The slice table in format `version`: the bucket name, then one entry per
+/// slice, `indexes[i]` being slice `i`'s record index (not written in
+/// version 1). Sets each slice's `record_index` to where its index went.
+/// The names must have passed [`check_name`], the indexes `check_index`,
+/// and the table's length fit a `u32`.
+pub(crate) fn encode_table(
+    bucket: &str,
+    version: u16,
+    slices: &mut [SliceMeta],
+    indexes: &[&RecordIndexBuf],
+) -> Vec<u8> {
     debug_assert!(check_name("bucket", bucket.as_bytes()).is_ok());
-    let len = 2 + bucket.len() + slices.iter().map(|s| ENTRY_FIXED_LEN + s.stream.len()).sum::<usize>();
-    let mut out = Vec::with_capacity(len);
+    debug_assert_eq!(slices.len(), indexes.len());
+    let len = 2
+        + bucket.len() as u64
+        + slices
+            .iter()
+            .zip(indexes)
+            .filter_map(|(s, index)| entry_len(version, s.stream.len(), index.len(), index.runs().len()))
+            .sum::<u64>();
+    let mut out = Vec::with_capacity(len as usize);
     out.extend_from_slice(&(bucket.len() as u16).to_le_bytes());
     out.extend_from_slice(bucket.as_bytes());
-    for meta in slices {
-        encode_entry(&mut out, meta);
+    for (meta, index) in slices.iter_mut().zip(indexes) {
+        meta.record_index = encode_entry(&mut out, version, meta, index);
     }
-    debug_assert_eq!(out.len(), len);
+    debug_assert_eq!(out.len() as u64, len);
     out
 }
 
-/// The trailer of a pack whose header bytes are `header` and whose table,
-/// stored at `table_offset`, is `table`.
+/// The trailer of a pack of format `version` whose header bytes are
+/// `header` and whose table, stored at `table_offset`, is `table`.
 pub(crate) fn encode_trailer(
+    version: u16,
     header: &[u8; HEADER_LEN],
     table: &[u8],
     table_offset: u64,
@@ -179,7 +272,7 @@ pub(crate) fn encode_trailer(
     out[0..8].copy_from_slice(&table_offset.to_le_bytes());
     out[8..12].copy_from_slice(&table_len.to_le_bytes());
     out[12..16].copy_from_slice(&slice_count.to_le_bytes());
-    out[16..18].copy_from_slice(&PACK_FORMAT_VERSION.to_le_bytes());
+    out[16..18].copy_from_slice(&version.to_le_bytes());
     // [18..24) reserved, zero.
     let digest = trailer_digest(header, table, &out[..TRAILER_CHECKED_LEN]);
     out[24..56].copy_from_slice(&digest);
@@ -223,15 +316,16 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<PackHeader> {
         return Err(ColdError::corrupted("pack header: checksum mismatch"));
     }
     let version = u16_at(header, 8);
-    if version != PACK_FORMAT_VERSION {
+    if !READ_FORMAT_VERSIONS.contains(&version) {
         return Err(ColdError::corrupted(format!(
-            "pack header: format version {version}, this build reads {PACK_FORMAT_VERSION}"
+            "pack header: format version {version}, this build reads {READ_FORMAT_VERSIONS:?}"
         )));
     }
     if u16_at(header, 10) != 0 || u32_at(header, 28) != 0 {
         return Err(ColdError::corrupted("pack header: reserved field is not zero"));
     }
     let decoded = PackHeader {
+        version,
         group: u32_at(header, 12),
         pack_id: u64_at(header, 16),
         slice_count: u32_at(header, 24),
@@ -260,6 +354,10 @@ impl<'a> Cursor<'a> {
 
     fn u16(&mut self, what: &str) -> Result<u16> {
         self.take(2, what).map(|b| u16_at(b, 0))
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        self.take(4, what).map(|b| u32_at(b, 0))
     }
 
     fn u64(&mut self, what: &str) -> Result<u64> {
@@ -297,9 +395,10 @@ pub fn parse_pack(bytes: &[u8]) -> Result<PackLayout> {
         return Err(ColdError::corrupted("pack trailer: bad magic (truncated or not a pack file)"));
     }
     let version = u16_at(trailer, 16);
-    if version != PACK_FORMAT_VERSION {
+    if version != header.version {
         return Err(ColdError::corrupted(format!(
-            "pack trailer: format version {version}, this build reads {PACK_FORMAT_VERSION}"
+            "pack trailer: format version {version}, the header says {}",
+            header.version
         )));
     }
     if trailer[18..24].iter().any(|&b| b != 0) {
@@ -333,9 +432,12 @@ pub fn parse_pack(bytes: &[u8]) -> Result<PackLayout> {
     let mut cursor = Cursor { bytes: table, at: 0 };
     let bucket = cursor.name("bucket")?;
     let count = header.slice_count as usize;
-    // Every entry takes at least ENTRY_FIXED_LEN bytes: bound the allocation
-    // by what the table can hold.
-    let mut slices = Vec::with_capacity(count.min(table.len() / ENTRY_FIXED_LEN));
+    let indexed = has_record_index(header.version);
+    // Every entry takes at least its fixed part, plus one record and one run
+    // in version 3: bound the allocation by what the table can hold.
+    let min_entry =
+        if indexed { ENTRY_FIXED_LEN + RECORD_START_LEN + TIME_RUN_LEN } else { V1_ENTRY_FIXED_LEN };
+    let mut slices = Vec::with_capacity(count.min(table.len() / min_entry));
     let mut next_data = HEADER_LEN as u64;
     for index in 0..count {
         let stream = cursor.name("stream")?;
@@ -345,6 +447,7 @@ pub fn parse_pack(bytes: &[u8]) -> Result<PackLayout> {
         let data_offset = cursor.u64("data offset")?;
         let mut digest = [0u8; 32];
         digest.copy_from_slice(cursor.take(32, "digest")?);
+        let raw_index = if indexed { Some(take_index(&mut cursor, index)?) } else { None };
         if len == 0 {
             return Err(ColdError::corrupted(format!("slice {index}: length is zero")));
         }
@@ -366,7 +469,12 @@ pub fn parse_pack(bytes: &[u8]) -> Result<PackLayout> {
                     "slice {index}: bytes [{data_offset}, +{len}) run past the data region (ends at {table_offset})"
                 ))
             })?;
-        slices.push(SliceMeta { stream, incarnation, start, len, data_offset, digest });
+        // The index is checked once the slice's own bounds are known good.
+        let record_index = match raw_index {
+            Some(raw) => Some(raw.check(index, len)?),
+            None => None,
+        };
+        slices.push(SliceMeta { stream, incarnation, start, len, data_offset, digest, record_index });
     }
     if cursor.at != table.len() {
         return Err(ColdError::corrupted(format!(
@@ -380,6 +488,58 @@ pub fn parse_pack(bytes: &[u8]) -> Result<PackLayout> {
         )));
     }
     Ok(PackLayout { header, bucket, slices, table_offset, table_len, file_len: file_len as u64 })
+}
+
+/// The record index of one version 3 entry as read, not yet checked.
+struct RawIndex<'a> {
+    span: RecordIndexSpan,
+    starts: &'a [u8],
+    runs: &'a [u8],
+}
+
+impl RawIndex<'_> {
+    /// Checks the index for slice `index` of `len` bytes; returns where it
+    /// lies.
+    fn check(&self, index: usize, len: u64) -> Result<RecordIndexSpan> {
+        check_raw(self.starts, self.runs, len)
+            .map_err(|why| ColdError::corrupted(format!("slice {index}: record index: {why}")))?;
+        Ok(self.span)
+    }
+}
+
+/// Reads the record index of entry `index` from the table at `cursor`:
+/// the two counts (checked) and the bytes they say, which must lie in the
+/// table.
+fn take_index<'a>(cursor: &mut Cursor<'a>, index: usize) -> Result<RawIndex<'a>> {
+    let records = cursor.u32("record count")?;
+    let runs = cursor.u32("run count")?;
+    check_counts(u64::from(records), u64::from(runs))
+        .map_err(|why| ColdError::corrupted(format!("slice {index}: record index: {why}")))?;
+    // The table is at most u32::MAX bytes, so where the starts begin fits.
+    let table_at = cursor.at as u32;
+    let bytes_of = |count: u32, each: usize| (count as usize).saturating_mul(each);
+    let starts = cursor.take(bytes_of(records, RECORD_START_LEN), "record starts")?;
+    let run_bytes = cursor.take(bytes_of(runs, TIME_RUN_LEN), "time runs")?;
+    Ok(RawIndex { span: RecordIndexSpan { table_at, records, runs }, starts, runs: run_bytes })
+}
+
+/// The record index of `meta`, a slice of `layout` (parsed from `bytes`):
+/// `None` for a slice of a version 1 pack.
+pub(crate) fn record_index<'a>(
+    bytes: &'a [u8],
+    layout: &PackLayout,
+    meta: &SliceMeta,
+) -> Result<Option<RecordIndex<'a>>> {
+    let Some(span) = meta.record_index else { return Ok(None) };
+    let (starts, runs) = span.ranges();
+    let table = bytes.get(layout.table_offset as usize..).unwrap_or_default();
+    match (table.get(starts), table.get(runs)) {
+        (Some(starts), Some(runs)) => Ok(Some(RecordIndex::new(meta.start, meta.len, starts, runs))),
+        _ => Err(ColdError::corrupted(format!(
+            "slice of stream {:?} at {}: record index lies outside the table",
+            meta.stream, meta.start
+        ))),
+    }
 }
 
 /// The byte range of `meta` within the file. Valid for any slice of a

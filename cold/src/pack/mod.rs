@@ -7,10 +7,14 @@
 //! pack is written once ([`write_pack`]), published by an atomic rename, and
 //! never modified; it is read through a memory map ([`PackReader`]), with
 //! every slice checked against its BLAKE3 digest before its bytes are handed
-//! out, and kept open in a [`PackCache`] bounded by mapped bytes.
+//! out, and kept open in a [`PackCache`] bounded by mapped bytes. Since
+//! format version 3 every slice also carries its record index (where each
+//! record starts and its time, [`RecordIndex`]), inside the table and so
+//! under the pack's checksums.
 
 mod cache;
 mod format;
+mod index;
 mod reader;
 mod writer;
 
@@ -19,8 +23,12 @@ mod tests;
 
 pub use cache::{PackCache, PackCacheStats};
 pub use format::{
-    parse_pack, Digest, PackHeader, PackLayout, SliceMeta, ENTRY_FIXED_LEN, HEADER_LEN, HEADER_MAGIC,
-    MAX_NAME_LEN, PACK_FORMAT_VERSION, TRAILER_LEN, TRAILER_MAGIC,
+    has_record_index, parse_pack, Digest, PackHeader, PackLayout, RecordIndexSpan, SliceMeta,
+    ENTRY_FIXED_LEN, HEADER_LEN, HEADER_MAGIC, MAX_NAME_LEN, PACK_FORMAT_VERSION, READ_FORMAT_VERSIONS,
+    TRAILER_LEN, TRAILER_MAGIC, V1_ENTRY_FIXED_LEN,
 };
+pub use index::{RecordIndex, RecordIndexBuf, RECORD_START_LEN, TIME_RUN_LEN};
 pub use reader::PackReader;
-pub use writer::{encode_pack, remove_pack, sync_dir, write_pack, PackSummary, SliceSpec, SliceSummary};
+pub use writer::{
+    encode_pack, encode_pack_version, remove_pack, sync_dir, write_pack, PackSummary, SliceSpec, SliceSummary,
+};

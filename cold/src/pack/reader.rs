@@ -6,7 +6,10 @@
 //! checked the first time the slice is read; the outcome is remembered per
 //! slice in an atomic, so a reader shared behind an `Arc` by many threads
 //! hashes each slice about once. A slice whose digest does not match is
-//! `Corrupted` on every read: its bytes are never handed out.
+//! `Corrupted` on every read: its bytes are never handed out. A slice's
+//! record index (version 3) lies in the table, so it is checked at the open
+//! and handed out as a view over the mapped table bytes
+//! ([`PackReader::slice_records`]).
 //!
 //! The only `unsafe` code of the crate is the memory map, in [`map_file`].
 
@@ -23,8 +26,9 @@ use memmap2::Mmap;
 
 use crate::error::{ColdError, ColdErrorKind, Result};
 use crate::pack::format::{
-    parse_pack, slice_range, verify_slice, PackLayout, SliceMeta, HEADER_LEN, TRAILER_LEN,
+    parse_pack, record_index, slice_range, verify_slice, PackLayout, SliceMeta, HEADER_LEN, TRAILER_LEN,
 };
+use crate::pack::index::RecordIndex;
 
 /// Slice not read yet.
 const UNCHECKED: u8 = 0;
@@ -159,6 +163,12 @@ impl PackReader {
         &self.layout
     }
 
+    /// The pack's format version: 3, or 1 for a pack without record
+    /// indexes.
+    pub fn format_version(&self) -> u16 {
+        self.layout.header.version
+    }
+
     /// The group that wrote the pack.
     pub fn group(&self) -> u32 {
         self.layout.header.group
@@ -197,6 +207,15 @@ impl PackReader {
                 slice_count: self.layout.slices.len(),
             }))
         })
+    }
+
+    /// The record index of slice `index`: where each of its records starts
+    /// and its time. `Ok(None)` for a slice of a version 1 pack, which has
+    /// none; `NoSuchSlice` past the last slice. Checked at the open (it is
+    /// part of the table), so this reads no slice bytes.
+    pub fn slice_records(&self, index: usize) -> Result<Option<RecordIndex<'_>>> {
+        let meta = self.slice_meta(index)?;
+        record_index(self.backing.bytes(), &self.layout, meta).map_err(|err| self.name_file(err))
     }
 
     /// The index of the slice of `stream` (incarnation `incarnation`) that

@@ -6,8 +6,11 @@
 //! absent or whole under its final name; a crash can leave only a `.tmp`
 //! file behind, which no reader opens. It refuses to replace an existing
 //! file: a published pack is immutable. [`encode_pack`] produces the same
-//! bytes in memory. Both check every input first (names within the format's
-//! limits, no empty slice, no offset overflow) and write nothing on a bad one.
+//! bytes in memory. Both write format version 3 and check every input first
+//! (names within the format's limits, no empty slice, no offset overflow,
+//! every slice's record index valid for it) and write nothing on a bad one.
+//! [`encode_pack_version`] also writes version 1, as older builds did, for
+//! fixtures, tests and fuzzing.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
@@ -15,9 +18,10 @@ use std::path::Path;
 
 use crate::error::{ColdError, Result};
 use crate::pack::format::{
-    check_name, encode_header, encode_table, encode_trailer, Digest, PackHeader, SliceMeta, ENTRY_FIXED_LEN,
-    HEADER_LEN, TRAILER_LEN,
+    check_name, encode_header, encode_table, encode_trailer, entry_len, has_record_index, Digest, PackHeader,
+    SliceMeta, HEADER_LEN, PACK_FORMAT_VERSION, READ_FORMAT_VERSIONS, TRAILER_LEN,
 };
+use crate::pack::index::{check_index, RecordIndexBuf};
 
 /// Buffer between the encoder and the file; larger writes go straight
 /// through.
@@ -25,7 +29,7 @@ const WRITE_BUFFER_BYTES: usize = 256 << 10;
 
 /// One slice to pack: the bytes `[start, start + len)` of one incarnation of
 /// one stream, given as consecutive parts (typically whole records) whose
-/// concatenation is the slice.
+/// concatenation is the slice, and where its records start and their times.
 #[derive(Clone, Copy, Debug)]
 pub struct SliceSpec<'a> {
     /// The stream's name within the pack's bucket.
@@ -37,6 +41,9 @@ pub struct SliceSpec<'a> {
     /// The slice's bytes, in order; empty parts are allowed, an empty slice
     /// is not.
     pub parts: &'a [&'a [u8]],
+    /// The slice's records, in absolute stream offsets: the first starts at
+    /// `start`, every one inside the slice. Not written in version 1.
+    pub index: &'a RecordIndexBuf,
 }
 
 impl SliceSpec<'_> {
@@ -73,8 +80,14 @@ pub struct PackSummary {
     pub slices: Vec<SliceSummary>,
 }
 
-/// Checks the inputs of a pack; the error is `InvalidInput`.
-fn check_inputs(bucket: &str, slices: &[SliceSpec<'_>]) -> Result<()> {
+/// Checks the inputs of a pack of format `version`; the error is
+/// `InvalidInput`.
+fn check_inputs(version: u16, bucket: &str, slices: &[SliceSpec<'_>]) -> Result<()> {
+    if !READ_FORMAT_VERSIONS.contains(&version) {
+        return Err(ColdError::invalid_input(format!(
+            "pack format version {version}: this build writes {READ_FORMAT_VERSIONS:?}"
+        )));
+    }
     check_name("bucket", bucket.as_bytes()).map_err(ColdError::invalid_input)?;
     if slices.is_empty() {
         return Err(ColdError::invalid_input("a pack holds at least one slice"));
@@ -101,20 +114,30 @@ fn check_inputs(bucket: &str, slices: &[SliceSpec<'_>]) -> Result<()> {
                 slice.start
             )));
         }
+        if has_record_index(version) {
+            check_index(slice.index, slice.start, len).map_err(|why| {
+                ColdError::invalid_input(format!(
+                    "slice {index} of stream {:?}: record index: {why}",
+                    slice.stream
+                ))
+            })?;
+        }
     }
     Ok(())
 }
 
-/// Writes the whole pack to `out` and returns its length and slice table.
-/// The inputs must have passed [`check_inputs`].
+/// Writes the whole pack, in format `version`, to `out` and returns its
+/// length and slice table. The inputs must have passed [`check_inputs`] and
+/// [`check_table_len`].
 fn emit<W: Write>(
     out: &mut W,
+    version: u16,
     group: u32,
     pack_id: u64,
     bucket: &str,
     slices: &[SliceSpec<'_>],
 ) -> io::Result<(u64, Vec<SliceMeta>)> {
-    let header = encode_header(&PackHeader { group, pack_id, slice_count: slices.len() as u32 });
+    let header = encode_header(&PackHeader { version, group, pack_id, slice_count: slices.len() as u32 });
     out.write_all(&header)?;
     let mut offset = HEADER_LEN as u64;
     let mut metas = Vec::with_capacity(slices.len());
@@ -133,23 +156,27 @@ fn emit<W: Write>(
             len,
             data_offset: offset,
             digest: *hasher.finalize().as_bytes(),
+            record_index: None,
         });
         offset += len;
     }
-    let table = encode_table(bucket, &metas);
-    let trailer = encode_trailer(&header, &table, offset, slices.len() as u32)
+    let indexes: Vec<&RecordIndexBuf> = slices.iter().map(|s| s.index).collect();
+    let table = encode_table(bucket, version, &mut metas, &indexes);
+    let trailer = encode_trailer(version, &header, &table, offset, slices.len() as u32)
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
     out.write_all(&table)?;
     out.write_all(&trailer)?;
     Ok((offset + table.len() as u64 + TRAILER_LEN as u64, metas))
 }
 
-/// Checks that the table of these slices fits the format's `u32` length, so
-/// a too-large table is refused before any byte is written.
-fn check_table_len(bucket: &str, slices: &[SliceSpec<'_>]) -> Result<()> {
-    let table_len = 2
-        + bucket.len() as u64
-        + slices.iter().map(|s| (ENTRY_FIXED_LEN + s.stream.len()) as u64).sum::<u64>();
+/// Checks that the table of these slices, in format `version`, fits the
+/// format's `u32` length, so a too-large table is refused before any byte
+/// is written.
+fn check_table_len(version: u16, bucket: &str, slices: &[SliceSpec<'_>]) -> Result<()> {
+    let table_len = slices.iter().try_fold(2 + bucket.len() as u64, |sum, s| {
+        entry_len(version, s.stream.len(), s.index.len(), s.index.runs().len())?.checked_add(sum)
+    });
+    let table_len = table_len.unwrap_or(u64::MAX);
     if u32::try_from(table_len).is_err() {
         return Err(ColdError::invalid_input(format!(
             "slice table of {table_len} bytes exceeds the format's u32 limit"
@@ -169,12 +196,28 @@ fn summarize(file_name: &str, bytes: u64, metas: &[SliceMeta]) -> PackSummary {
     }
 }
 
-/// The bytes of a pack, in memory: exactly what [`write_pack`] would write.
+/// The bytes of a pack, in memory: exactly what [`write_pack`] would write
+/// (format version [`PACK_FORMAT_VERSION`]).
 pub fn encode_pack(group: u32, pack_id: u64, bucket: &str, slices: &[SliceSpec<'_>]) -> Result<Vec<u8>> {
-    check_inputs(bucket, slices)?;
-    check_table_len(bucket, slices)?;
+    encode_pack_version(PACK_FORMAT_VERSION, group, pack_id, bucket, slices)
+}
+
+/// The bytes of a pack in format `version`: 3 (what [`encode_pack`]
+/// writes), or 1, as builds before the record index wrote it (the slices'
+/// indexes are then neither checked nor written). For fixtures, tests and
+/// fuzz corpora of old packs; rill itself writes only version 3. Any other
+/// version is `InvalidInput`.
+pub fn encode_pack_version(
+    version: u16,
+    group: u32,
+    pack_id: u64,
+    bucket: &str,
+    slices: &[SliceSpec<'_>],
+) -> Result<Vec<u8>> {
+    check_inputs(version, bucket, slices)?;
+    check_table_len(version, bucket, slices)?;
     let mut out = Vec::new();
-    emit(&mut out, group, pack_id, bucket, slices)
+    emit(&mut out, version, group, pack_id, bucket, slices)
         .map_err(|err| ColdError::invalid_input(err.to_string()))?;
     debug_assert!(crate::pack::format::parse_pack(&out).is_ok());
     Ok(out)
@@ -201,8 +244,8 @@ fn check_file_name(file_name: &str) -> Result<()> {
 /// `dir/file_name.tmp`, which is fsynced and renamed into place, then the
 /// directory is fsynced. Fails with an `Io` error of kind `AlreadyExists`
 /// if `dir/file_name` exists, and with `InvalidInput` (writing nothing) if
-/// there are no slices, a slice is empty, or a name is empty or longer than
-/// 255 bytes.
+/// there are no slices, a slice is empty, a name is empty or longer than
+/// 255 bytes, or a slice's record index does not fit it.
 pub fn write_pack(
     dir: &Path,
     file_name: &str,
@@ -212,8 +255,8 @@ pub fn write_pack(
     slices: &[SliceSpec<'_>],
 ) -> Result<PackSummary> {
     check_file_name(file_name)?;
-    check_inputs(bucket, slices)?;
-    check_table_len(bucket, slices)?;
+    check_inputs(PACK_FORMAT_VERSION, bucket, slices)?;
+    check_table_len(PACK_FORMAT_VERSION, bucket, slices)?;
     let path = dir.join(file_name);
     let tmp = dir.join(format!("{file_name}.tmp"));
     match fs::symlink_metadata(&path) {
@@ -255,8 +298,8 @@ fn write_and_sync(
     slices: &[SliceSpec<'_>],
 ) -> Result<(u64, Vec<SliceMeta>)> {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
-    let written =
-        emit(&mut out, group, pack_id, bucket, slices).map_err(|err| ColdError::io("write", tmp, err))?;
+    let written = emit(&mut out, PACK_FORMAT_VERSION, group, pack_id, bucket, slices)
+        .map_err(|err| ColdError::io("write", tmp, err))?;
     let file = out.into_inner().map_err(|err| ColdError::io("write", tmp, err.into_error()))?;
     file.sync_all().map_err(|err| ColdError::io("fsync", tmp, err))?;
     Ok(written)

@@ -115,7 +115,7 @@ impl Sim {
                         job.run.compaction_written(&plan, None);
                         Ok(())
                     }
-                    Ok(Some(parts)) => write_compaction(&*self.packs, g, &plan, &parts).map(|output| {
+                    Ok(Some(inputs)) => write_compaction(&*self.packs, g, &plan, &inputs).map(|output| {
                         self.damaged.remove(&output.file);
                         self.stats.compactions += 1;
                         job.run.compaction_written(&plan, Some(output));

@@ -7,13 +7,17 @@
 //!
 //! Every pack is written under a temporary name, synced and renamed by
 //! `rill_cold::write_pack` before any commit names it; removal syncs the
-//! directory before returning.
+//! directory before returning. Every slice written carries its record
+//! index (pack format version 3): a flushed slice's from its records, a
+//! compaction's output the concatenation of its inputs' indexes, so a
+//! compaction never merges an input without one (a version 1 pack).
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::HashSet;
 use std::path::Path;
 
 use bytes::Bytes;
+use rill_cold::RecordIndexBuf;
 
 use super::{ColdStore, PackDir};
 use crate::error::{Error, Result};
@@ -123,15 +127,26 @@ pub fn write_flush(dir: &dyn PackDir, group: u32, plans: &[PackPlan]) -> Result<
         dir.remove(&plan.file)?;
         let parts: Vec<Vec<&[u8]>> =
             plan.slices.iter().map(|s| s.records.iter().map(|(_, b)| &b[..]).collect()).collect();
+        let mut indexes = Vec::with_capacity(plan.slices.len());
+        for slice in &plan.slices {
+            let mut index = RecordIndexBuf::new();
+            for (start, _) in &slice.records {
+                // TODO(times): the record's own time, once hot records keep one.
+                index.push(*start, 0)?;
+            }
+            indexes.push(index);
+        }
         let specs: Vec<rill_cold::SliceSpec<'_>> = plan
             .slices
             .iter()
             .zip(&parts)
-            .map(|(s, parts)| rill_cold::SliceSpec {
+            .zip(&indexes)
+            .map(|((s, parts), index)| rill_cold::SliceSpec {
                 stream: s.stream.stream(),
                 incarnation: s.incarnation,
                 start: s.start,
                 parts,
+                index,
             })
             .collect();
         let bytes = rill_cold::encode_pack(group, plan.pack_id, &plan.bucket, &specs)?;
@@ -141,38 +156,88 @@ pub fn write_flush(dir: &dyn PackDir, group: u32, plans: &[PackPlan]) -> Result<
     Ok(packs)
 }
 
-/// The input bytes of a compaction, read through the verified cache (a
-/// damaged input is `Corrupted`: garbage is never copied); `None` when
-/// the stream is gone.
+/// What a compaction reads: its input slices' bytes in order, and their
+/// record indexes joined into the output slice's.
+#[derive(Clone, Debug)]
+pub struct CompactionInputs {
+    /// The input slices' bytes, in stream order.
+    pub parts: Vec<Bytes>,
+    /// The records of all inputs, in stream order.
+    pub index: RecordIndexBuf,
+}
+
+/// The inputs of a compaction, read through the verified cache (a damaged
+/// input is `Corrupted`: garbage is never copied). `None`, and the run is
+/// skipped with its chunks left as they are, when the stream is gone, when
+/// its chunks no longer cover exactly the planned range (retention dropped
+/// some since the plan: its commit could never hold, and the output's
+/// index could not start at the planned start), or when an input slice has
+/// no record index (it lies in a pack of format version 1, whose record
+/// boundaries are unknown).
 pub fn compaction_inputs(
     store: &ColdStore,
     state: &GroupState,
     plan: &CompactPlan,
-) -> Result<Option<Vec<Bytes>>> {
+) -> Result<Option<CompactionInputs>> {
     let Some(stream) = state.stream(&plan.stream) else { return Ok(None) };
-    let mut parts = Vec::with_capacity(plan.inputs.len());
-    for chunk in stream.cold_chunks().filter(|c| c.start >= plan.start && c.end() <= plan.end) {
-        let file = state.cold().packs.get(&chunk.pack).map(|p| p.file.clone()).unwrap_or_default();
+    let chunks: Vec<_> =
+        stream.cold_chunks().filter(|c| c.start >= plan.start && c.end() <= plan.end).collect();
+    let covered = chunks.first().is_some_and(|c| c.start == plan.start)
+        && chunks.last().is_some_and(|c| c.end() == plan.end);
+    if !covered {
+        return Ok(None);
+    }
+    let file_of = |pack: u64| state.cold().packs.get(&pack).map(|p| p.file.clone()).unwrap_or_default();
+    // The indexes first: they are in the packs' tables, so an input without
+    // one skips the run before any slice's bytes are hashed.
+    let mut index = RecordIndexBuf::new();
+    for chunk in &chunks {
+        let file = file_of(chunk.pack);
+        let joined = store.with_records(&file, chunk.slice, |records| {
+            let Some(records) = records else { return Ok(false) };
+            let (first, last) = (records.start(0), records.len().checked_sub(1).and_then(|i| records.end(i)));
+            if first != Some(chunk.start) || last != Some(chunk.end()) || records.len() as u64 != chunk.records {
+                return Err(Error::corrupted(format!(
+                    "slice {} holds {} records in [{first:?}, {last:?}), its chunk says {} in [{}, {})",
+                    chunk.slice,
+                    records.len(),
+                    chunk.records,
+                    chunk.start,
+                    chunk.end()
+                ))
+                .in_file(&store.path(&file)));
+            }
+            index.extend_from(&records)?;
+            Ok(true)
+        })??;
+        if !joined {
+            return Ok(None);
+        }
+    }
+    let mut parts = Vec::with_capacity(chunks.len());
+    for chunk in &chunks {
+        let file = file_of(chunk.pack);
         parts.push(store.fetch(&ColdPiece { file, slice: chunk.slice, from: 0, len: chunk.len })?);
     }
-    Ok(Some(parts))
+    Ok(Some(CompactionInputs { parts, index }))
 }
 
 /// Writes a compaction's output pack (one slice: the inputs' bytes in
-/// order) and returns its commit.
+/// order, indexed by their joined record indexes) and returns its commit.
 pub fn write_compaction(
     dir: &dyn PackDir,
     group: u32,
     plan: &CompactPlan,
-    parts: &[Bytes],
+    inputs: &CompactionInputs,
 ) -> Result<PackCommit> {
     dir.remove(&plan.file)?;
-    let refs: Vec<&[u8]> = parts.iter().map(|b| &b[..]).collect();
+    let refs: Vec<&[u8]> = inputs.parts.iter().map(|b| &b[..]).collect();
     let slice = rill_cold::SliceSpec {
         stream: plan.stream.stream(),
         incarnation: plan.incarnation,
         start: plan.start,
         parts: &refs,
+        index: &inputs.index,
     };
     let bucket = plan.stream.bucket();
     let bytes = rill_cold::encode_pack(group, plan.pack_id, bucket, &[slice])?;

@@ -12,10 +12,14 @@
 pub mod dir;
 pub mod files;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use rill_cold::RecordIndex;
 
 use crate::error::Error;
 use crate::error::Result;
@@ -25,7 +29,7 @@ pub use self::dir::{FsPackDir, PackDir};
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use self::files::{
     check_pack_files, compaction_inputs, publish_pack, remove_files, remove_orphan_packs, write_compaction,
-    write_flush,
+    write_flush, CompactionInputs,
 };
 
 /// Directory holding the pack files.
@@ -72,6 +76,23 @@ impl ColdStore {
             return Err(Error::corrupted(format!("slice {} is shorter than its chunk", piece.slice)).in_file(&path));
         }
         Ok(slice.slice(from..to))
+    }
+
+    /// Calls `f` with the record index of slice `slice` of pack `file`
+    /// (`None` for a pack of format version 1, which has none), opening the
+    /// pack through the cache like [`fetch`](Self::fetch). The index is
+    /// part of the pack's table, checked when the pack opened; no slice
+    /// bytes are read.
+    pub fn with_records<R>(
+        &self,
+        file: &str,
+        slice: u32,
+        f: impl FnOnce(Option<RecordIndex<'_>>) -> R,
+    ) -> Result<R> {
+        let path = self.path(file);
+        let reader = self.cache.get_or_open(&path)?;
+        let records = reader.slice_records(slice as usize)?;
+        Ok(f(records))
     }
 
     /// Drops a file from the cache (before it is removed or replaced).

@@ -10,7 +10,9 @@
 //!   [`ColdStep::Commit`] a `FlushCommit` naming them.
 //! * **Compaction**, per planned run: [`ColdStep::WriteCompaction`] (read
 //!   the inputs, write one output pack), then commit a `CompactCommit`; a
-//!   run whose stream is gone is skipped.
+//!   run whose stream is gone or whose range its chunks no longer cover, or
+//!   with an input slice that has no record index (a pack of format version
+//!   1), is skipped.
 //! * **Reclamation**: [`ColdStep::Barrier`] until every entry the group had
 //!   submitted is durable, then [`ColdStep::Remove`] the due files, then
 //!   commit a `GcAck` for them.
@@ -278,8 +280,9 @@ impl ColdRun {
         self.phase = Phase::Commit(Box::new(Op::FlushCommit(FlushCommit { packs })));
     }
 
-    /// A compaction run's output is written (`None`: its stream is gone and
-    /// the run was skipped).
+    /// A compaction run's output is written (`None`: the run was skipped,
+    /// its stream being gone, its range no longer covered by chunks, or an
+    /// input having no record index).
     pub fn compaction_written(&mut self, plan: &CompactPlan, output: Option<PackCommit>) {
         self.phase = match output {
             Some(output) => {

@@ -113,12 +113,13 @@ async fn drive_steps(
                 run.flush_written(packs);
             }
             ColdStep::WriteCompaction(plan) => {
-                let parts = compaction_inputs(store, &group.state.borrow(), &plan)?;
-                let output = match parts {
+                let inputs = compaction_inputs(store, &group.state.borrow(), &plan)?;
+                let output = match inputs {
+                    // Skipped: see `compaction_inputs`.
                     None => None,
-                    Some(parts) => {
+                    Some(inputs) => {
                         let (dir, id, written) = (store.dir().clone(), group.id, plan.clone());
-                        Some(blocking(move || write_compaction(&*dir, id, &written, &parts)).await?)
+                        Some(blocking(move || write_compaction(&*dir, id, &written, &inputs)).await?)
                     }
                 };
                 run.compaction_written(&plan, output);

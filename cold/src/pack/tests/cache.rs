@@ -9,8 +9,7 @@ use crate::pack::tests::support::*;
 use crate::pack::{write_pack, PackCache};
 
 fn write_pack_of(dir: &Path, name: &str, payload_len: usize) -> (PathBuf, u64) {
-    let owned =
-        vec![OwnedSlice { stream: "s".into(), incarnation: 1, start: 0, parts: vec![vec![7; payload_len]] }];
+    let owned = vec![OwnedSlice::new("s", 1, 0, vec![vec![7; payload_len]])];
     let summary = with_specs(&owned, |specs| write_pack(dir, name, 0, 0, "b", specs)).unwrap();
     (dir.join(name), summary.bytes)
 }

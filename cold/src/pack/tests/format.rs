@@ -9,7 +9,10 @@ use proptest::prelude::*;
 use crate::error::ColdErrorKind;
 use crate::pack::format::{ENTRY_FIXED_LEN, HEADER_LEN, TRAILER_LEN};
 use crate::pack::tests::support::*;
-use crate::pack::{encode_pack, parse_pack, PackReader, SliceSpec, PACK_FORMAT_VERSION};
+use crate::pack::{
+    encode_pack, parse_pack, PackReader, RecordIndexBuf, SliceSpec, PACK_FORMAT_VERSION, RECORD_START_LEN,
+    TIME_RUN_LEN,
+};
 
 fn assert_corrupted(result: crate::Result<impl std::fmt::Debug>, context: &str) {
     match result {
@@ -57,8 +60,17 @@ fn pack_is_exactly_header_data_table_trailer() {
     let pack = sample_pack();
     let layout = parse_pack(&pack).unwrap();
     let data: Vec<u8> = slices.iter().flat_map(OwnedSlice::bytes).collect();
-    let table_len =
-        2 + SAMPLE_BUCKET.len() + slices.iter().map(|s| ENTRY_FIXED_LEN + s.stream.len()).sum::<usize>();
+    let table_len = 2
+        + SAMPLE_BUCKET.len()
+        + slices
+            .iter()
+            .map(|s| {
+                ENTRY_FIXED_LEN
+                    + s.stream.len()
+                    + s.index.len() * RECORD_START_LEN
+                    + s.index.runs().len() * TIME_RUN_LEN
+            })
+            .sum::<usize>();
     assert_eq!(pack.len(), HEADER_LEN + data.len() + table_len + TRAILER_LEN);
     assert_eq!(layout.file_len, pack.len() as u64);
     assert_eq!(layout.table_offset, (HEADER_LEN + data.len()) as u64);
@@ -80,6 +92,7 @@ fn header_and_trailer_bytes_match_the_documented_layout() {
     let u32_at = |at: usize| u32::from_le_bytes(pack[at..at + 4].try_into().unwrap());
     let u64_at = |at: usize| u64::from_le_bytes(pack[at..at + 8].try_into().unwrap());
     assert_eq!(&pack[0..8], b"RILLPACK");
+    assert_eq!(PACK_FORMAT_VERSION, 3);
     assert_eq!(u16_at(8), PACK_FORMAT_VERSION);
     assert_eq!(u16_at(10), 0);
     assert_eq!(u32_at(12), SAMPLE_GROUP);
@@ -113,6 +126,14 @@ fn header_and_trailer_bytes_match_the_documented_layout() {
     assert_eq!(u64_at(e + 24), 20, "len");
     assert_eq!(u64_at(e + 32), HEADER_LEN as u64, "data offset");
     assert_eq!(&pack[e + 40..e + 72], blake3::hash(b"first record|second|").as_bytes());
+    // Its record index: two records (the empty part is none) in one run.
+    assert_eq!(u32_at(e + 72), 2, "record count");
+    assert_eq!(u32_at(e + 76), 1, "run count");
+    assert_eq!((u32_at(e + 80), u32_at(e + 84)), (0, 13), "relative record starts");
+    assert_eq!((u32_at(e + 88), u64_at(e + 92)), (0, 1_000), "the time run");
+    // The next entry follows at once.
+    assert_eq!(u16_at(e + 100), 6);
+    assert_eq!(&pack[e + 102..e + 108], b"events");
 }
 
 #[test]
@@ -122,7 +143,9 @@ fn bad_inputs_are_refused() {
     let no_parts: [&[u8]; 0] = [];
     let empty_parts: [&[u8]; 2] = [b"", b""];
     let long = "s".repeat(256);
-    let ok = SliceSpec { stream: "s", incarnation: 0, start: 0, parts: &parts };
+    let mut one = RecordIndexBuf::new();
+    one.push(0, 5).unwrap();
+    let ok = SliceSpec { stream: "s", incarnation: 0, start: 0, parts: &parts, index: &one };
     let cases: Vec<(&str, &str, Vec<SliceSpec<'_>>)> = vec![
         ("no slices", "b", vec![]),
         ("empty bucket", "", vec![ok]),
@@ -138,7 +161,10 @@ fn bad_inputs_are_refused() {
         assert!(matches!(err.kind(), ColdErrorKind::InvalidInput { .. }), "{what}: {err}");
     }
     let max = "m".repeat(255);
-    let pack = encode_pack(1, 1, &max, &[SliceSpec { stream: &max, start: u64::MAX - 1, ..ok }]).unwrap();
+    let mut last = RecordIndexBuf::new();
+    last.push(u64::MAX - 1, u64::MAX).unwrap();
+    let spec = SliceSpec { stream: &max, start: u64::MAX - 1, index: &last, ..ok };
+    let pack = encode_pack(1, 1, &max, &[spec]).unwrap();
     let reader = PackReader::from_bytes(Bytes::from(pack)).unwrap();
     assert_eq!(reader.slice_meta(0).unwrap().end(), u64::MAX);
 }
@@ -196,24 +222,53 @@ fn every_truncation_and_extension_is_corrupted() {
 }
 
 /// Fields that are wrong behind valid checksums: what a buggy writer (or a
-/// future version) would produce.
+/// future version) would produce. The checks of the slice fields hold in
+/// both versions read (entries of version 3 carry a one-record index).
 #[test]
 fn fields_are_checked_behind_valid_checksums() {
+    for version in [1u16, 3] {
+        fields_are_checked_in(version);
+    }
     let data = b"abcdefgh";
-    let h = |count| raw_header(PACK_FORMAT_VERSION, 0, 1, 1, count, 0);
-    let entry = |stream: &[u8], len, offset, bytes: &[u8]| raw_entry(stream, 1, 0, len, offset, bytes);
+    let whole = [raw_entry(b"s", 1, 0, 8, 64, data)];
+    for (what, header) in [
+        ("never written version 2", raw_header(2, 0, 1, 1, 1, 0)),
+        ("future version", raw_header(4, 0, 1, 1, 1, 0)),
+        ("version 0", raw_header(0, 0, 1, 1, 1, 0)),
+    ] {
+        assert_corrupted(
+            PackReader::from_bytes(Bytes::from(raw_pack(header, data, &raw_table(b"b", &whole), 1))),
+            what,
+        );
+    }
+}
+
+fn fields_are_checked_in(version: u16) {
+    let data = b"abcdefgh";
+    let h = |count| raw_header(version, 0, 1, 1, count, 0);
+    let entry_at = |stream: &[u8], start, len, offset, bytes: &[u8]| match version {
+        1 => raw_entry(stream, 1, start, len, offset, bytes),
+        _ => raw_entry_v3(stream, 1, start, len, offset, bytes, (1, 1), (&[0], &[(0, 7)])),
+    };
+    let entry = |stream: &[u8], len, offset, bytes: &[u8]| entry_at(stream, 0, len, offset, bytes);
     let whole = [entry(b"s", 8, 64, data)];
     let first = entry(b"s", 4, 64, &data[..4]);
     let second = entry(b"t", 4, 68, &data[4..]);
 
     let good = raw_pack(h(2), data, &raw_table(b"b", &[first.clone(), second.clone()]), 2);
     let reader = PackReader::from_bytes(Bytes::from(good)).unwrap();
+    assert_eq!(reader.format_version(), version);
     assert_eq!(reader.slice_bytes(1).unwrap(), b"efgh");
+    assert_eq!(reader.slice_records(1).unwrap().is_some(), version == 3);
 
+    let other_version: u16 = if version == 1 { 3 } else { 1 };
+    let mut mixed = raw_pack(h(1), data, &raw_table(b"b", &whole), 1);
+    let t = mixed.len() - TRAILER_LEN;
+    mixed[t + 16..t + 18].copy_from_slice(&other_version.to_le_bytes());
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("future version", raw_pack(raw_header(2, 0, 1, 1, 1, 0), data, &raw_table(b"b", &whole), 1)),
-        ("reserved u16", raw_pack(raw_header(1, 1, 1, 1, 1, 0), data, &raw_table(b"b", &whole), 1)),
-        ("reserved u32", raw_pack(raw_header(1, 0, 1, 1, 1, 9), data, &raw_table(b"b", &whole), 1)),
+        ("trailer version differs from the header's", resealed(mixed)),
+        ("reserved u16", raw_pack(raw_header(version, 1, 1, 1, 1, 0), data, &raw_table(b"b", &whole), 1)),
+        ("reserved u32", raw_pack(raw_header(version, 0, 1, 1, 1, 9), data, &raw_table(b"b", &whole), 1)),
         ("zero slices", raw_pack(h(0), b"", &raw_table(b"b", &[]), 0)),
         ("count mismatch", raw_pack(h(1), data, &raw_table(b"b", &whole), 2)),
         ("fewer entries than count", raw_pack(h(2), data, &raw_table(b"b", &whole), 2)),
@@ -237,11 +292,11 @@ fn fields_are_checked_behind_valid_checksums() {
         ("huge count", raw_pack(h(u32::MAX), data, &raw_table(b"b", &whole), u32::MAX)),
         (
             "range overflow",
-            raw_pack(h(1), data, &raw_table(b"b", &[raw_entry(b"s", 1, u64::MAX, 8, 64, data)]), 1),
+            raw_pack(h(1), data, &raw_table(b"b", &[entry_at(b"s", u64::MAX, 8, 64, data)]), 1),
         ),
     ];
     for (what, pack) in cases {
-        assert_corrupted(PackReader::from_bytes(Bytes::from(pack)), what);
+        assert_corrupted(PackReader::from_bytes(Bytes::from(pack)), &format!("version {version}: {what}"));
     }
 }
 
@@ -318,7 +373,7 @@ proptest! {
             .into_iter()
             .map(|(stream, incarnation, start, mut parts)| {
                 parts.push(vec![1]); // never empty
-                OwnedSlice { stream, incarnation, start, parts }
+                OwnedSlice::new(&stream, incarnation, start, parts)
             })
             .collect();
         let pack = with_specs(&owned, |specs| encode_pack(group, pack_id, "bucket", specs)).unwrap();
@@ -331,6 +386,10 @@ proptest! {
             prop_assert_eq!(&meta.stream, &slice.stream);
             prop_assert_eq!(meta.incarnation, slice.incarnation);
             prop_assert_eq!(meta.start, slice.start);
+            let records = reader.slice_records(index).unwrap().unwrap();
+            let mut decoded = RecordIndexBuf::new();
+            decoded.extend_from(&records).unwrap();
+            prop_assert_eq!(&decoded, &slice.index);
         }
     }
 }

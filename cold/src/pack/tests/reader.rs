@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::error::ColdErrorKind;
 use crate::pack::format::{HEADER_LEN, TRAILER_LEN};
 use crate::pack::tests::support::*;
-use crate::pack::{remove_pack, write_pack, PackReader, PackSummary, SliceSpec};
+use crate::pack::{remove_pack, write_pack, PackReader, PackSummary, RecordIndexBuf, SliceSpec};
 
 fn write_sample(dir: &Path, name: &str) -> PackSummary {
     with_specs(&sample_slices(), |specs| {
@@ -100,7 +100,7 @@ fn publishing_refuses_to_replace_and_rejects_bad_names() {
         1,
         1,
         "b",
-        &[SliceSpec { stream: "s", incarnation: 0, start: 0, parts: &empty }],
+        &[SliceSpec { stream: "s", incarnation: 0, start: 0, parts: &empty, index: &RecordIndexBuf::new() }],
     )
     .unwrap_err();
     assert!(matches!(err.kind(), ColdErrorKind::InvalidInput { .. }));
@@ -195,12 +195,7 @@ fn one_reader_serves_many_threads() {
     let owned: Vec<OwnedSlice> = big
         .iter()
         .enumerate()
-        .map(|(i, part)| OwnedSlice {
-            stream: format!("s{i}"),
-            incarnation: 1,
-            start: 0,
-            parts: vec![part.clone(), part.clone()],
-        })
+        .map(|(i, part)| OwnedSlice::new(&format!("s{i}"), 1, 0, vec![part.clone(), part.clone()]))
         .collect();
     with_specs(&owned, |specs| write_pack(dir.path(), "m.pack", 0, 0, "b", specs)).unwrap();
     let reader = Arc::new(PackReader::open(&dir.path().join("m.pack")).unwrap());

@@ -1,9 +1,10 @@
 //! Helpers shared by the pack tests: a sample pack with known contents, and
 //! a way to assemble packs whose checksums are valid but whose fields are
-//! not, to test the checks behind the checksums.
+//! not, to test the checks behind the checksums (including a record index
+//! given as raw fields).
 
 use crate::pack::format::{encode_trailer, HEADER_LEN, HEADER_MAGIC};
-use crate::pack::{encode_pack, SliceSpec};
+use crate::pack::{encode_pack, RecordIndexBuf, SliceSpec};
 
 /// One slice of the sample pack, owned.
 #[derive(Clone, Debug)]
@@ -12,12 +13,32 @@ pub(crate) struct OwnedSlice {
     pub(crate) incarnation: u64,
     pub(crate) start: u64,
     pub(crate) parts: Vec<Vec<u8>>,
+    pub(crate) index: RecordIndexBuf,
 }
 
 impl OwnedSlice {
+    /// A slice whose records are its non-empty parts, the `n`th of them at
+    /// time `1_000 + 10 * (n / 3)` (so runs of three records).
+    pub(crate) fn new(stream: &str, incarnation: u64, start: u64, parts: Vec<Vec<u8>>) -> Self {
+        let index = part_index(start, &parts, |n| 1_000 + 10 * (n as u64 / 3));
+        OwnedSlice { stream: stream.into(), incarnation, start, parts, index }
+    }
+
     pub(crate) fn bytes(&self) -> Vec<u8> {
         self.parts.concat()
     }
+}
+
+/// An index with one record per non-empty part of a slice starting at
+/// `start`, the `n`th record at time `time(n)`.
+pub(crate) fn part_index(start: u64, parts: &[Vec<u8>], time: impl Fn(usize) -> u64) -> RecordIndexBuf {
+    let mut index = RecordIndexBuf::new();
+    let mut at = start;
+    for part in parts.iter().filter(|p| !p.is_empty()) {
+        index.push(at, time(index.len())).expect("parts start in order");
+        at += part.len() as u64;
+    }
+    index
 }
 
 /// Borrows owned slices as specs.
@@ -26,34 +47,25 @@ pub(crate) fn with_specs<R>(slices: &[OwnedSlice], f: impl FnOnce(&[SliceSpec<'_
     let specs: Vec<SliceSpec<'_>> = slices
         .iter()
         .zip(&parts)
-        .map(|(s, p)| SliceSpec { stream: &s.stream, incarnation: s.incarnation, start: s.start, parts: p })
+        .map(|(s, p)| SliceSpec {
+            stream: &s.stream,
+            incarnation: s.incarnation,
+            start: s.start,
+            parts: p,
+            index: &s.index,
+        })
         .collect();
     f(&specs)
 }
 
 /// Slices of three streams, several parts each (some empty), with a unique
-/// marker in the second.
+/// marker in the second; every non-empty part is a record.
 pub(crate) fn sample_slices() -> Vec<OwnedSlice> {
     vec![
-        OwnedSlice {
-            stream: "orders".into(),
-            incarnation: 1,
-            start: 0,
-            parts: vec![b"first record|".to_vec(), Vec::new(), b"second|".to_vec()],
-        },
-        OwnedSlice {
-            stream: "events".into(),
-            incarnation: 7,
-            start: 4096,
-            parts: vec![b"MARKER-5f3a91c2-unique".to_vec(), vec![0xAB; 300]],
-        },
-        OwnedSlice { stream: "orders-archive".into(), incarnation: 2, start: 99, parts: vec![vec![0x00; 1]] },
-        OwnedSlice {
-            stream: "events".into(),
-            incarnation: 8,
-            start: 0,
-            parts: (0u8..40).map(|i| vec![i; usize::from(i % 7) + 1]).collect(),
-        },
+        OwnedSlice::new("orders", 1, 0, vec![b"first record|".to_vec(), Vec::new(), b"second|".to_vec()]),
+        OwnedSlice::new("events", 7, 4096, vec![b"MARKER-5f3a91c2-unique".to_vec(), vec![0xAB; 300]]),
+        OwnedSlice::new("orders-archive", 2, 99, vec![vec![0x00; 1]]),
+        OwnedSlice::new("events", 8, 0, (0u8..40).map(|i| vec![i; usize::from(i % 7) + 1]).collect()),
     ]
 }
 
@@ -89,7 +101,7 @@ pub(crate) fn raw_header(
     out
 }
 
-/// One raw table entry.
+/// One raw version 1 table entry.
 pub(crate) fn raw_entry(
     stream: &[u8],
     incarnation: u64,
@@ -109,6 +121,32 @@ pub(crate) fn raw_entry(
     out
 }
 
+/// One raw version 3 table entry: a version 1 entry, then the record count,
+/// the run count, the relative starts and the runs as given.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn raw_entry_v3(
+    stream: &[u8],
+    incarnation: u64,
+    start: u64,
+    len: u64,
+    data_offset: u64,
+    data: &[u8],
+    (records, runs): (u32, u32),
+    index: (&[u32], &[(u32, u64)]),
+) -> Vec<u8> {
+    let mut out = raw_entry(stream, incarnation, start, len, data_offset, data);
+    out.extend_from_slice(&records.to_le_bytes());
+    out.extend_from_slice(&runs.to_le_bytes());
+    for rel in index.0 {
+        out.extend_from_slice(&rel.to_le_bytes());
+    }
+    for (rel, at_ms) in index.1 {
+        out.extend_from_slice(&rel.to_le_bytes());
+        out.extend_from_slice(&at_ms.to_le_bytes());
+    }
+    out
+}
+
 /// A table: bucket name, then the given entries.
 pub(crate) fn raw_table(bucket: &[u8], entries: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -120,9 +158,26 @@ pub(crate) fn raw_table(bucket: &[u8], entries: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-/// Header, data, table and a trailer with a valid checksum over them.
+/// Header, data, table and a trailer of the header's version with a valid
+/// checksum over them.
 pub(crate) fn raw_pack(header: [u8; 64], data: &[u8], table: &[u8], trailer_count: u32) -> Vec<u8> {
+    let version = u16::from_le_bytes([header[8], header[9]]);
     let table_offset = (HEADER_LEN + data.len()) as u64;
-    let trailer = encode_trailer(&header, table, table_offset, trailer_count).expect("small table");
+    let trailer = encode_trailer(version, &header, table, table_offset, trailer_count).expect("small table");
     [&header[..], data, table, &trailer[..]].concat()
+}
+
+/// `pack` (whole and valid but for what the caller edited in its table) with
+/// its trailer digest recomputed, so only the checks behind the digest can
+/// refuse the edit.
+pub(crate) fn resealed(mut pack: Vec<u8>) -> Vec<u8> {
+    let trailer_at = pack.len() - 64;
+    let table_offset = u64::from_le_bytes(pack[trailer_at..trailer_at + 8].try_into().unwrap()) as usize;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&pack[..HEADER_LEN]);
+    hasher.update(&pack[table_offset..trailer_at]);
+    hasher.update(&pack[trailer_at..trailer_at + 24]);
+    let digest = *hasher.finalize().as_bytes();
+    pack[trailer_at + 24..trailer_at + 56].copy_from_slice(&digest);
+    pack
 }
