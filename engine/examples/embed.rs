@@ -1,6 +1,7 @@
 //! Embedding rill: open an engine on a data directory, create a stream,
-//! append to it, read it back, follow its tail with a live read, and shut
-//! down cleanly.
+//! append to it, read it back as bytes and as records (with their times),
+//! find a record by time, follow the tail with a live read, and shut down
+//! cleanly.
 //!
 //! Run with `cargo run --release -p rill --example embed [DATA_DIR]` (a
 //! temporary directory when none is given). Every `append` below returns
@@ -8,6 +9,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use rill::{Append, Config, Create, Engine, Read, StreamId};
 
 fn main() -> rill::Result<()> {
@@ -28,8 +30,26 @@ fn main() -> rill::Result<()> {
             println!("appended bytes [{}, {})", reply.start_offset, reply.next_offset);
         }
 
+        // Several records as one append: one reply, all or nothing.
+        let batch = vec![Bytes::from("order-a;"), Bytes::from("order-b;")];
+        let reply = engine.append(Append::records(id.clone(), batch)).await?;
+        println!("appended two records as one append, bytes [{}, {})", reply.start_offset, reply.next_offset);
+
         let all = engine.read(Read::new(id.clone()).max_len(1 << 20)).await?;
         println!("read {:?} (up to date: {})", String::from_utf8_lossy(&all.payload), all.up_to_date);
+
+        // A record read starting inside a record skips to the next one.
+        let records = engine.read(Read::new(id.clone()).offset(3).records(true)).await?;
+        for (meta, bytes) in records.record_iter() {
+            println!(
+                "record at {} stamped {} ms: {:?}",
+                meta.offset,
+                meta.at_ms,
+                String::from_utf8_lossy(&bytes)
+            );
+        }
+        let first = records.records.first().map_or(0, |m| m.at_ms);
+        println!("the first record at or after {first} ms is at {}", engine.offset_at(&id, first).await?);
 
         // A live read at the tail parks until the next append lands.
         let tail = all.next_offset;

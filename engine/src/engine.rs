@@ -15,10 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures::channel::oneshot;
 use rill_shard::api::{
     Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
-    HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
+    HeadReply, PublishSnapshot, Read, ReadReply, RecordsReply, SnapshotReply, WaitRead,
 };
 use rill_shard::log::{LogFactory, LogStore};
 use rill_shard::node::calls::{self, output, Call};
@@ -157,24 +158,36 @@ impl Engine {
         Ok(())
     }
 
+    /// The records of a multi-record create or append: at most
+    /// `max_batch_items` of them, `max_payload_bytes` in all.
+    fn check_records(&self, first: Option<&Bytes>, more: &[Bytes]) -> Result<()> {
+        let limit = self.inner.config.limits.max_batch_items;
+        let count = usize::from(first.is_some()) + more.len();
+        if count > limit {
+            return Err(Error::bad_request(format!(
+                "one create or append holds at most {limit} records, got {count}"
+            )));
+        }
+        self.check_payload(first.iter().copied().chain(more).map(|p| p.len() as u64).sum())
+    }
+
     /// Creates a stream; idempotent when the settings match.
     pub async fn create(&self, req: Create) -> Result<CreateReply> {
         if let Some(attrs) = &req.attrs {
             rill_shard::api::validate_attrs(attrs)?;
         }
-        if let Some(p) = &req.initial_payload {
-            self.check_payload(p.len() as u64)?;
-        }
+        self.check_records(req.initial_payload.as_ref(), &req.more_records)?;
         let placement = self.locate(&req.id);
         self.call(placement, req).await
     }
 
-    /// Appends one payload.
+    /// Appends one payload (or the several records of
+    /// [`Append::records`], as one append).
     pub async fn append(&self, req: Append) -> Result<AppendReply> {
         if req.payload.is_empty() && !req.close_after {
             return Err(Error::new(ErrorKind::EmptyAppend).with_placement(self.locate(&req.id)));
         }
-        self.check_payload(req.payload.len() as u64)?;
+        self.check_records(Some(&req.payload), &req.more_records)?;
         let placement = self.locate(&req.id);
         self.call(placement, req).await
     }
@@ -232,7 +245,7 @@ impl Engine {
                 results[index] = Some(Err(Error::new(ErrorKind::EmptyAppend).with_placement(placement)));
                 continue;
             }
-            if let Err(err) = self.check_payload(item.payload.len() as u64) {
+            if let Err(err) = self.check_records(Some(&item.payload), &item.more_records) {
                 results[index] = Some(Err(err.with_placement(placement)));
                 continue;
             }
@@ -281,11 +294,33 @@ impl Engine {
         self.call(placement, req).await
     }
 
+    /// Reads whole records from an offset (the request is read as
+    /// [`Read::records`]): each with its offset, bytes and time. A read
+    /// starting inside a record starts at the next one.
+    pub async fn read_records(&self, req: Read) -> Result<RecordsReply> {
+        Ok(self.read(req.records(true)).await?.into())
+    }
+
+    /// [`Engine::read_records`] that waits up to `timeout` at the tail for
+    /// a record to arrive (an empty reply with `up_to_date` on timeout).
+    pub async fn wait_read_records(&self, req: Read, timeout: Duration) -> Result<RecordsReply> {
+        Ok(self.wait_read(req.records(true), timeout).await?.into())
+    }
+
     /// Reads bytes at an offset, waiting up to `timeout` for them to exist.
     /// On timeout the reply is empty with `up_to_date = true`.
     pub async fn wait_read(&self, req: Read, timeout: Duration) -> Result<ReadReply> {
         let placement = self.locate(&req.id);
         self.call(placement, WaitRead { read: req, timeout }).await
+    }
+
+    /// The offset of a stream's first retained record stamped at or after
+    /// `at_ms` (Unix milliseconds), or its tail when there is none; a
+    /// record read from there starts at that record. Never renews a TTL.
+    pub async fn offset_at(&self, id: impl Borrow<StreamId>, at_ms: u64) -> Result<u64> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        self.call(placement, calls::OffsetAt { id, at_ms }).await
     }
 
     /// A stream's metadata; never renews a TTL.

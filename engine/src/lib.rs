@@ -47,8 +47,8 @@ pub use shape::{LOCK_FILE, SHAPE_FILE};
 
 pub use rill_shard::api::{
     AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, GroupSnapshot, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, SnapshotReply,
-    DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
+    CreateReply, GroupSnapshot, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, Record,
+    RecordMeta, RecordsReply, SnapshotReply, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
 };
 pub use rill_shard::{placement_hash, MAX_NAME_LEN};
 pub use rill_shard::{record_digest, Integrity, SetSum};

@@ -119,6 +119,7 @@ pub fn sample_commands() -> Vec<Command> {
             sum: rill_shard::state::integrity::SetSum::default(),
         }],
     };
+    let a2 = a.clone();
     let ops = vec![
         Op::from(Create::new(b.clone())),
         Op::from(create),
@@ -138,7 +139,7 @@ pub fn sample_commands() -> Vec<Command> {
         Op::GcAck { seqs: vec![1, 7] },
         Op::PurgeBucket { bucket: "b".into() },
         Op::CompactCommit(CompactCommit {
-            stream: a,
+            stream: a.clone(),
             incarnation: 1,
             start: 0,
             end: 5,
@@ -146,6 +147,13 @@ pub fn sample_commands() -> Vec<Command> {
             output: pack,
             grace_ms: 30_000,
         }),
+        Op::from(
+            Append::records(a2.clone(), vec![Bytes::from_static(b"[1]"), Bytes::from_static(b"\"two\"")])
+                .producer("p0", 1, 3),
+        ),
+        Op::from(
+            Create::new(id("b", "json")).initial_records(vec![Bytes::from_static(b"1"), vec![9; 40].into()]),
+        ),
     ];
     ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect()
 }

@@ -343,6 +343,11 @@ pub fn built_commands(c: &mut Cursor<'_>) -> Vec<Command> {
             }
             1 | 2 => {
                 let mut append = Append::new(id, Bytes::copy_from_slice(c.bytes(40)));
+                if c.u8().is_multiple_of(4) {
+                    // A multi-record append (its records may be empty: refused whole).
+                    append.more_records =
+                        (0..1 + c.u8() % 3).map(|_| Bytes::copy_from_slice(c.bytes(12))).collect();
+                }
                 if c.bool() {
                     append.producer = Some(rill_shard::state::api::ProducerArgs {
                         id: "p".into(),

@@ -68,6 +68,8 @@ pub enum ErrorCode {
     OffsetOutOfRange,
     /// A read offset below what retention keeps.
     OffsetGone,
+    /// Record boundaries asked of bytes a pack format without them holds.
+    NoRecordIndex,
     /// A snapshot already exists at that offset.
     SnapshotConflict,
     /// No snapshot at that offset.
@@ -119,6 +121,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::OffsetOutOfRange => "offset_out_of_range",
             ErrorCode::OffsetGone => "offset_gone",
+            ErrorCode::NoRecordIndex => "no_record_index",
             ErrorCode::SnapshotConflict => "snapshot_conflict",
             ErrorCode::SnapshotNotFound => "snapshot_not_found",
             ErrorCode::TooManyStreams => "too_many_streams",
@@ -253,6 +256,14 @@ pub enum ErrorKind {
         offset: u64,
         /// The lowest offset still kept.
         retained: u64,
+    },
+    /// A record read or `offset_at` reached bytes flushed by a pack format
+    /// that keeps no record boundaries (version 1); read them as bytes.
+    NoRecordIndex {
+        /// First offset of the flushed range without boundaries.
+        offset: u64,
+        /// The pack file holding it.
+        file: String,
     },
     /// A snapshot already exists at `offset`.
     SnapshotConflict {
@@ -395,6 +406,7 @@ impl ErrorKind {
             ErrorKind::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
             ErrorKind::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             ErrorKind::OffsetGone { .. } => ErrorCode::OffsetGone,
+            ErrorKind::NoRecordIndex { .. } => ErrorCode::NoRecordIndex,
             ErrorKind::SnapshotConflict { .. } => ErrorCode::SnapshotConflict,
             ErrorKind::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
             ErrorKind::TooManyStreams { .. } => ErrorCode::TooManyStreams,
@@ -620,6 +632,11 @@ impl fmt::Display for Error {
             ErrorKind::OffsetGone { offset, retained } => {
                 write!(f, "offset {offset} is before the retained start {retained}")
             }
+            ErrorKind::NoRecordIndex { offset, file } => write!(
+                f,
+                "the bytes from offset {offset} were flushed to {file} by pack format 1, \
+                 which keeps no record boundaries or times (format 3 does); read them as bytes"
+            ),
             ErrorKind::SnapshotConflict { offset } => {
                 write!(f, "a different snapshot exists at offset {offset}")
             }

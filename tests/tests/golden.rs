@@ -64,13 +64,46 @@ fn commands() -> Vec<Command> {
     ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_700_000_000_000 + i as u64, op }).collect()
 }
 
-/// The group the commands build (group 3 of 8).
-fn state() -> GroupState {
+/// The commands of a version 3 segment: [`commands`], then the two
+/// multi-record commands version 3 adds.
+fn commands_v3() -> Vec<Command> {
+    let (a, c) = (sid("golden", "a"), sid("golden", "c"));
+    let records = |list: &[&'static str]| list.iter().map(|r| Bytes::from_static(r.as_bytes())).collect();
+    let mut all = commands();
+    let more = [
+        Op::from(Append::records(a, records(&["[1]", "{\"k\":2}", "3"])).producer("writer", 1, 1)),
+        Op::from(Create::new(c).content_type("application/json").initial_records(records(&["\"x\"", "[]"]))),
+    ];
+    let base = all.len() as u64;
+    all.extend(
+        more.into_iter()
+            .enumerate()
+            .map(|(i, op)| Command { now_ms: 1_700_000_000_100 + base + i as u64, op }),
+    );
+    all
+}
+
+/// The commands of a segment of `version`.
+fn commands_of(version: u16) -> Vec<Command> {
+    if version >= 3 {
+        commands_v3()
+    } else {
+        commands()
+    }
+}
+
+/// The group `commands` build (group 3 of 8).
+fn state_of(commands: Vec<Command>) -> GroupState {
     let mut state = GroupState::new(3, 8, GroupLimits::default());
-    for cmd in commands() {
+    for cmd in commands {
         assert!(state.apply(&cmd, &mut Vec::new()).mutated, "{cmd:?}");
     }
     state
+}
+
+/// The group the version 1 and 2 commands build.
+fn state() -> GroupState {
+    state_of(commands())
 }
 
 /// A segment of `version` holding the commands as group 3's records, two
@@ -78,7 +111,8 @@ fn state() -> GroupState {
 fn segment(version: u16) -> Vec<u8> {
     let mut bytes = SegmentHeader { version, ..SegmentHeader::new(1, 7, 100) }.encode();
     let mut flush = Vec::new();
-    for (i, cmd) in commands().iter().enumerate() {
+    let commands = commands_of(version);
+    for (i, cmd) in commands.iter().enumerate() {
         let body = postcard::to_stdvec(cmd).unwrap();
         encode_record(&mut flush, 100 + i as u64, 3, 1 + i as u64, RecordKind::Command, &body).unwrap();
         if i == 2 {
@@ -87,19 +121,20 @@ fn segment(version: u16) -> Vec<u8> {
         }
     }
     if version >= 2 {
-        encode_record(&mut flush, 106, 3, 6, RecordKind::InstallRef, &[7u8; 32]).unwrap();
+        let n = commands.len() as u64;
+        encode_record(&mut flush, 100 + n, 3, n, RecordKind::InstallRef, &[7u8; 32]).unwrap();
     }
     pad_to_block(&mut flush);
     bytes.append(&mut flush);
     bytes
 }
 
-// FORMAT.md "Write-ahead log segment": version 2 is what this build writes,
-// version 1 what the previous release wrote; both read back to the same
+// FORMAT.md "Write-ahead log segment": version 3 is what this build writes,
+// versions 1 and 2 what earlier releases wrote; all read back to the same
 // records, and damage is told from a torn tail.
 #[test]
 fn wal_segments_decode() {
-    for version in [1u16, 2] {
+    for version in [1u16, 2, 3] {
         let committed = golden(&format!("wal-v{version}.wal"), &segment(version));
         let scan = scan_segment(&committed).unwrap();
         assert_eq!(scan.header.map(|h| (h.version, h.core, h.seq)), Some((version, 1, 7)));
@@ -110,8 +145,8 @@ fn wal_segments_decode() {
             .filter(|r| r.kind == RecordKind::Command)
             .map(|r| postcard::from_bytes(r.body).unwrap())
             .collect();
-        assert_eq!(commands, self::commands());
-        assert_eq!(scan.records.last().unwrap().kind == RecordKind::InstallRef, version == 2);
+        assert_eq!(commands, commands_of(version));
+        assert_eq!(scan.records.last().unwrap().kind == RecordKind::InstallRef, version >= 2);
 
         // A flipped byte inside an earlier record is corruption.
         let first = scan.records[1].pos as usize + 30;
@@ -122,7 +157,7 @@ fn wal_segments_decode() {
         let torn = &committed[..last + 10];
         let scan = scan_segment(torn).unwrap();
         assert!(matches!(scan.end, ScanEnd::TornTail { .. }), "{:?}", scan.end);
-        assert_eq!(scan.records.len(), if version == 2 { 6 } else { 5 });
+        assert_eq!(scan.records.len(), commands_of(version).len() - usize::from(version == 1));
     }
 }
 
@@ -130,15 +165,44 @@ fn wal_segments_decode() {
 // taken of; a flipped byte is refused.
 #[test]
 fn checkpoint_decodes() {
-    let built = state();
-    let committed = golden("checkpoint-v2.snap", &built.encode_snapshot());
+    let built = state_of(commands_v3());
+    let committed = golden("checkpoint-v3.snap", &built.encode_snapshot());
     let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
     assert_eq!(decoded, built);
-    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 6));
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 8));
+    let a = decoded.stream(&sid("golden", "a")).unwrap();
+    let times: Vec<(u64, u64)> = a.times().iter().copied().collect();
+    assert_eq!(times, vec![(0, 1_700_000_000_001), (5, 1_700_000_000_004), (11, 1_700_000_000_106)]);
     for at in [9, committed.len() / 2, committed.len() - 1] {
         let err = GroupState::decode_snapshot(&flipped(&committed, at), GroupLimits::default()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
     }
+}
+
+// A version 2 checkpoint (what the previous release wrote, before record
+// times) still decodes, migrated: the same streams, records and sums, each
+// hot record stamped with its stream's creation time.
+#[test]
+fn a_version_2_checkpoint_decodes_migrated() {
+    let committed = std::fs::read(fixture("checkpoint-v2.snap")).unwrap();
+    assert_eq!(&committed[8..10], &[2, 0]);
+    let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
+    let expected = state();
+    assert_eq!(decoded.commit_index(), expected.commit_index());
+    for name in ["a", "b"] {
+        let id = sid("golden", name);
+        let (got, want) = (decoded.stream(&id).unwrap(), expected.stream(&id).unwrap());
+        assert_eq!(got.records().collect::<Vec<_>>(), want.records().collect::<Vec<_>>(), "{name}");
+        assert_eq!(got.settled_integrity(), want.settled_integrity(), "{name}");
+        let first = got.records().next().unwrap().0;
+        let times: Vec<(u64, u64)> = got.times().iter().copied().collect();
+        assert_eq!(times, vec![(first, got.created_at_ms())], "{name}");
+        assert_eq!(got.last_at_ms(), got.created_at_ms());
+    }
+    // Re-encoded, it is a version 3 checkpoint that decodes to itself.
+    let again = decoded.encode_snapshot();
+    assert_eq!(&again[8..10], &[3, 0]);
+    assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 
 // A version 1 data directory (a checkpoint and a version 1 segment) still

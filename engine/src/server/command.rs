@@ -218,14 +218,10 @@ fn map_put(id: StreamId, headers: &HeaderMap, body: Bytes) -> Result<CreateCmd, 
     create.producer = producer(headers)?;
     create.stream_seq = stream_seq(headers)?;
     if !body.is_empty() {
-        let payload = if json {
-            json::join(&json::split_messages(&body, true).map_err(Failure::bad_request)?)
-        } else {
-            body
-        };
-        if !payload.is_empty() {
-            create = create.initial_payload(payload);
-        }
+        // JSON mode stores each message as its own record.
+        let records =
+            if json { json::split_messages(&body, true).map_err(Failure::bad_request)? } else { vec![body] };
+        create = create.initial_records(records);
     }
     Ok(CreateCmd { create, fork, json })
 }
@@ -279,12 +275,9 @@ fn map_post(id: StreamId, headers: &HeaderMap, body: Bytes) -> Result<Command, F
         return Err(Failure::bad_request("an append needs a Content-Type"));
     };
     let json = json::is_json(&ct);
-    let payload = if json {
-        json::join(&json::split_messages(&body, false).map_err(Failure::bad_request)?)
-    } else {
-        body
-    };
-    let mut append = Append::new(id, payload).content_type(ct).close_after(closed);
+    let records =
+        if json { json::split_messages(&body, false).map_err(Failure::bad_request)? } else { vec![body] };
+    let mut append = Append::records(id, records).content_type(ct).close_after(closed);
     append.producer = producer;
     append.stream_seq = stream_seq;
     Ok(Command::Append(AppendCmd { append, json }))

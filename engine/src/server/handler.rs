@@ -186,7 +186,9 @@ async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
         Live::Sse => Ok(sse::response(ctx.clone(), cmd, &head, offset)),
         Live::LongPoll => long_poll(ctx, cmd, &head, offset).await,
         Live::No => {
-            let r = ctx.engine.read(Read::new(cmd.id).offset(offset).max_len(max_len)).await?;
+            let json_mode = json::is_json(&head.content_type);
+            let read = Read::new(cmd.id).offset(offset).max_len(max_len).records(json_mode);
+            let r = ctx.engine.read(read).await?;
             let etag = format!("\"{}-{}-{}\"", offset, r.next_offset, if r.closed { "c" } else { "o" });
             let cache = if cmd.offset == OffsetSpec::Now {
                 "no-store"
@@ -206,7 +208,7 @@ async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
             if cmd.if_none_match.as_deref().is_some_and(|inm| etag_matches(inm, &etag)) {
                 return Ok(reply(StatusCode::NOT_MODIFIED).build());
             }
-            let body = json::read_body(r.payload, json::is_json(&head.content_type));
+            let body = json::read_body(&r, json_mode);
             Ok(reply(StatusCode::OK).bytes(body).build())
         }
     }
@@ -228,7 +230,8 @@ async fn long_poll(
     offset: u64,
 ) -> Result<Response<Body>, Failure> {
     let options = &ctx.shared.options;
-    let read = Read::new(cmd.id).offset(offset).max_len(options.max_read_bytes);
+    let json_mode = json::is_json(&head.content_type);
+    let read = Read::new(cmd.id).offset(offset).max_len(options.max_read_bytes).records(json_mode);
     let wait = pin!(ctx.engine.wait_read(read, options.long_poll_timeout));
     let stop = pin!(ctx.shared.shutdown.wait());
     let r = match select(wait, stop).await {
@@ -250,7 +253,7 @@ async fn long_poll(
         .header_if(!r.closed, h::STREAM_CURSOR, next_cursor(now_ms(), cmd.cursor).to_string())
         .header(CACHE_CONTROL.as_str(), "no-cache");
     if !r.payload.is_empty() {
-        out = out.bytes(json::read_body(r.payload, json::is_json(&head.content_type)));
+        out = out.bytes(json::read_body(&r, json_mode));
     }
     Ok(out.build())
 }

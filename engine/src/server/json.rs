@@ -10,12 +10,12 @@
 //! not rewritten). A read answers with one JSON array of the messages it
 //! covers, built by [`frame_array`].
 //!
-//! What the engine stores per message is the seam with the engine's
-//! record boundaries: today (phase 1) the messages of one request are
-//! stored back to back as one payload, so a read that covers more than one
-//! request cannot yet be split into messages (see ARCHITECTURE.md, "JSON
-//! mode"); phase 2 stores each message as its own record.
+//! Each message is stored as its own engine record (a body of many
+//! messages is one multi-record append, `Append::records`), and JSON reads
+//! are record reads, so a read answers with exactly the messages it covers,
+//! whatever requests they came in.
 
+use crate::ReadReply;
 use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
 
@@ -40,15 +40,6 @@ pub(crate) fn split_messages(body: &[u8], allow_empty: bool) -> Result<Vec<Bytes
     Ok(items.iter().map(|v| Bytes::copy_from_slice(v.get().as_bytes())).collect())
 }
 
-/// Joins messages into the payload stored for one request.
-pub(crate) fn join(messages: &[Bytes]) -> Bytes {
-    let mut out = BytesMut::with_capacity(messages.iter().map(Bytes::len).sum());
-    for m in messages {
-        out.extend_from_slice(m);
-    }
-    out.freeze()
-}
-
 /// A JSON array of records.
 pub(crate) fn frame_array(records: &[Bytes]) -> Bytes {
     let mut out = BytesMut::with_capacity(2 + records.iter().map(|r| r.len() + 1).sum::<usize>());
@@ -63,20 +54,20 @@ pub(crate) fn frame_array(records: &[Bytes]) -> Bytes {
     out.freeze()
 }
 
-/// The body of a read: JSON streams answer with an array.
-pub(crate) fn read_body(payload: Bytes, json_mode: bool) -> Bytes {
+/// The body of a read: JSON streams (read as records) answer with an
+/// array of their messages.
+pub(crate) fn read_body(reply: &ReadReply, json_mode: bool) -> Bytes {
     if !json_mode {
-        return payload;
+        return reply.payload.clone();
     }
-    if payload.is_empty() {
-        return frame_array(&[]);
-    }
-    frame_array(&[payload])
+    let messages: Vec<Bytes> = reply.record_iter().map(|(_, bytes)| bytes).collect();
+    frame_array(&messages)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RecordMeta;
 
     fn texts(v: Vec<Bytes>) -> Vec<String> {
         v.into_iter().map(|b| String::from_utf8(b.to_vec()).unwrap()).collect()
@@ -114,10 +105,22 @@ mod tests {
         assert_eq!(&frame_array(&[Bytes::from_static(b"1"), Bytes::from_static(b"{}")])[..], b"[1,{}]");
     }
 
+    fn reply(payload: &'static [u8], starts: &[u64]) -> ReadReply {
+        ReadReply {
+            payload: Bytes::from_static(payload),
+            offset: starts.first().copied().unwrap_or(0),
+            next_offset: starts.first().copied().unwrap_or(0) + payload.len() as u64,
+            up_to_date: true,
+            closed: false,
+            records: starts.iter().map(|&offset| RecordMeta { offset, at_ms: 1 }).collect(),
+        }
+    }
+
     #[test]
-    fn json_reads_are_arrays() {
-        assert_eq!(&read_body(Bytes::new(), true)[..], b"[]");
-        assert_eq!(&read_body(Bytes::from_static(b"{}"), true)[..], b"[{}]");
-        assert_eq!(&read_body(Bytes::from_static(b"ab"), false)[..], b"ab");
+    fn json_reads_are_arrays_of_their_records() {
+        assert_eq!(&read_body(&reply(b"", &[]), true)[..], b"[]");
+        assert_eq!(&read_body(&reply(b"{}", &[4]), true)[..], b"[{}]");
+        assert_eq!(&read_body(&reply(b"1{\"a\":2}[3]", &[10, 11, 18]), true)[..], b"[1,{\"a\":2},[3]]");
+        assert_eq!(&read_body(&reply(b"ab", &[]), false)[..], b"ab");
     }
 }

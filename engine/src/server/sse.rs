@@ -131,7 +131,7 @@ async fn step(mut s: State) -> Option<(Bytes, State)> {
         return None;
     }
     let options = &s.ctx.shared.options;
-    let read = Read::new(s.id.clone()).offset(s.offset).max_len(options.max_read_bytes);
+    let read = Read::new(s.id.clone()).offset(s.offset).max_len(options.max_read_bytes).records(s.json);
     let first = std::mem::replace(&mut s.first, false);
     let result = if first {
         s.ctx.engine.read(read).await
@@ -153,7 +153,7 @@ async fn step(mut s: State) -> Option<(Bytes, State)> {
     let mut out = BytesMut::new();
     let had_data = !r.payload.is_empty();
     if had_data {
-        let payload = json::read_body(r.payload.clone(), s.json);
+        let payload = json::read_body(&r, s.json);
         data_event(&mut out, &payload, s.encoding);
     }
     let cursor = next_cursor(now_ms(), s.cursor);
@@ -207,8 +207,14 @@ mod tests {
         let mut out = BytesMut::new();
         data_event(&mut out, b"Hello", Encoding::Base64);
         assert_eq!(&out[..], b"event: data\ndata:SGVsbG8=\n\n");
-        let r =
-            ReadReply { payload: Bytes::new(), offset: 0, next_offset: 5, up_to_date: true, closed: false };
+        let r = ReadReply {
+            payload: Bytes::new(),
+            offset: 0,
+            next_offset: 5,
+            up_to_date: true,
+            closed: false,
+            records: Vec::new(),
+        };
         let mut out = BytesMut::new();
         control_event(&mut out, &r, 9);
         let text = String::from_utf8(out.to_vec()).unwrap();

@@ -112,6 +112,9 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         // A stopped core: nothing this client can retry its way out of
         // until an operator reopens the engine.
         ErrorCode::Poisoned => StatusCode::SERVICE_UNAVAILABLE,
+        // A JSON read of bytes flushed before record boundaries were kept:
+        // the server cannot split them into messages.
+        ErrorCode::NoRecordIndex => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::PlacementMismatch
         | ErrorCode::ShapeMismatch
         | ErrorCode::Corrupted

@@ -52,6 +52,8 @@ pub struct ModelStream {
     pub data: Vec<u8>,
     /// `(start, end)` of every record ever accepted.
     pub records: Vec<(u64, u64)>,
+    /// The time of each of `records`, in the same order.
+    pub times: Vec<u64>,
     pub retained: u64,
     pub appends: u64,
     pub closed: bool,
@@ -90,6 +92,7 @@ impl ModelStream {
             content_type: content_type.to_string(),
             data: Vec::new(),
             records: Vec::new(),
+            times: Vec::new(),
             retained: 0,
             appends: 0,
             closed: false,
@@ -160,11 +163,23 @@ impl ModelStream {
         integrity
     }
 
-    /// Appends one non-empty payload as a record.
-    pub fn push(&mut self, payload: &[u8]) {
+    /// Appends one non-empty payload as a record at `now_ms` (its time is
+    /// never below the previous record's).
+    pub fn push(&mut self, payload: &[u8], now_ms: u64) {
         let start = self.tail();
         self.data.extend_from_slice(payload);
         self.records.push((start, self.tail()));
+        let at = self.times.last().map_or(now_ms, |last| now_ms.max(*last));
+        self.times.push(at);
+    }
+
+    /// Live records with their times: `(start, end, at_ms)`.
+    pub fn live_timed(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.records
+            .iter()
+            .zip(&self.times)
+            .map(|(&(start, end), &at)| (start, end, at))
+            .filter(|&(_, end, _)| end > self.retained)
     }
 }
 
@@ -267,6 +282,58 @@ impl Model {
             up_to_date: at_tail,
             closed: at_tail && stream.closed,
         })
+    }
+
+    /// A record read: whole records from the first one starting at or
+    /// after `offset`, as many as end within `max_len` bytes of the first
+    /// (always the first); `(start, at_ms)` of each.
+    pub fn read_records(
+        &self,
+        id: &StreamId,
+        offset: u64,
+        max_len: usize,
+        now_ms: u64,
+    ) -> Result<(ModelRead, Vec<(u64, u64)>), Fault> {
+        let stream = self.find(id, now_ms)?;
+        if offset < stream.retained {
+            return Err(Fault::with(ErrorCode::OffsetGone, &[offset, stream.retained]));
+        }
+        if offset > stream.tail() {
+            return Err(Fault::with(ErrorCode::OffsetOutOfRange, &[offset, stream.tail()]));
+        }
+        let len = max_len.min(self.limits.max_read_bytes) as u64;
+        if len == 0 {
+            return Err(Fault::new(ErrorCode::BadRequest));
+        }
+        let mut taken: Vec<(u64, u64, u64)> = Vec::new();
+        for (start, end, at) in stream.live_timed().filter(|&(start, _, _)| start >= offset) {
+            if taken.first().is_some_and(|&(first, _, _)| end > first + len) {
+                break;
+            }
+            taken.push((start, end, at));
+        }
+        let (from, to) = match (taken.first(), taken.last()) {
+            (Some(first), Some(last)) => (first.0, last.1),
+            _ => (stream.tail(), stream.tail()),
+        };
+        let at_tail = to == stream.tail();
+        let read = ModelRead {
+            bytes: stream.data[from as usize..to as usize].to_vec(),
+            next_offset: to,
+            up_to_date: at_tail,
+            closed: at_tail && stream.closed,
+        };
+        Ok((read, taken.iter().map(|&(start, _, at)| (start, at)).collect()))
+    }
+
+    /// The first live record stamped at or after `at_ms` (its start, at
+    /// least the retained offset), else the tail.
+    pub fn offset_at(&self, id: &StreamId, at_ms: u64, now_ms: u64) -> Result<u64, Fault> {
+        let stream = self.find(id, now_ms)?;
+        Ok(stream
+            .live_timed()
+            .find(|&(_, _, at)| at >= at_ms)
+            .map_or(stream.tail(), |(start, _, _)| start.max(stream.retained)))
     }
 
     pub fn head(&self, id: &StreamId, now_ms: u64) -> Result<HeadReply, Fault> {

@@ -12,6 +12,8 @@ use rill_shard::state::command::{Append, AppendBatch, Close, Create, Producer, P
 use rill_shard::state::command::{Command, Effect, Op};
 use rill_shard::StreamId;
 
+use bytes::Bytes;
+
 use crate::model::rules::{check_attrs, content_type_ok, last_ok, stream_seq_ok, Verdict};
 use crate::model::{Model, ModelStream};
 use crate::observe::{Fault, Item, Observed, Outcome};
@@ -25,10 +27,14 @@ impl Model {
         let mut effects = Vec::new();
         let now = cmd.now_ms;
         let result = match &cmd.op {
-            Op::Create(req) => self.create(req, now, &mut effects),
+            Op::Create(req) => self.create(req, &[], now, &mut effects),
+            Op::CreateRecords { create, more } => self.create(create, more, now, &mut effects),
             Op::Append(req) => self
-                .append(req, now, &mut effects)
+                .append(req, &[], now, &mut effects)
                 .map(|o| self.producer_seq(&req.id, req.producer.as_ref(), o)),
+            Op::AppendRecords { append, more } => self
+                .append(append, more, now, &mut effects)
+                .map(|o| self.producer_seq(&append.id, append.producer.as_ref(), o)),
             Op::AppendBatch(req) => self
                 .batch(req, now, &mut effects)
                 .map(|o| self.producer_seq(&req.id, req.producer.as_ref(), o)),
@@ -70,8 +76,11 @@ impl Model {
         }
     }
 
-    fn create(&mut self, req: &Create, now: u64, effects: &mut Vec<Effect>) -> Answer {
+    fn create(&mut self, req: &Create, more: &[Bytes], now: u64, effects: &mut Vec<Effect>) -> Answer {
         let bad = || Err(Fault::new(ErrorCode::BadRequest));
+        if !records_ok(req.initial_payload.as_deref(), more) {
+            return bad();
+        }
         if req.ttl_s.is_some() && req.expires_at_ms.is_some() {
             return bad();
         }
@@ -111,7 +120,8 @@ impl Model {
         if others >= self.limits.max_streams_per_group {
             return Err(Fault::with(ErrorCode::TooManyStreams, &[self.limits.max_streams_per_group]));
         }
-        self.room(req.initial_payload.as_ref().map_or(0, |p| p.len() as u64))?;
+        let initial = req.initial_payload.iter().chain(more);
+        self.room(initial.clone().map(|p| p.len() as u64).sum())?;
 
         self.commit_index += 1;
         if replacing {
@@ -127,7 +137,9 @@ impl Model {
         stream.incarnation = self.commit_index;
         let payload = req.initial_payload.as_deref().unwrap_or(&[]);
         if !payload.is_empty() {
-            stream.push(payload);
+            for record in initial {
+                stream.push(record, now);
+            }
             stream.appends = 1;
         }
         stream.closed = req.closed;
@@ -143,9 +155,12 @@ impl Model {
         Ok(Outcome::Created { already_exists: false, next_offset, commit_index: self.commit_index })
     }
 
-    fn append(&mut self, req: &Append, now: u64, effects: &mut Vec<Effect>) -> Answer {
+    fn append(&mut self, req: &Append, more: &[Bytes], now: u64, effects: &mut Vec<Effect>) -> Answer {
         if req.payload.is_empty() && !req.close_after {
             return Err(Fault::new(ErrorCode::EmptyAppend));
+        }
+        if !records_ok(Some(&req.payload), more) {
+            return Err(Fault::new(ErrorCode::BadRequest));
         }
         let stream = self.find(&req.id, now)?;
         content_type_ok(stream, req.content_type.as_deref())?;
@@ -171,13 +186,13 @@ impl Model {
             return Err(Fault::with(ErrorCode::StreamClosed, &[stream.tail()]));
         }
         stream_seq_ok(stream, req.stream_seq.as_deref())?;
-        self.room(req.payload.len() as u64)?;
+        self.room(req.payload.len() as u64 + more.iter().map(|p| p.len() as u64).sum::<u64>())?;
 
         self.commit_index += 1;
         let mut stream = self.streams.remove(&req.id).expect("found above");
         let start = stream.tail();
-        if !req.payload.is_empty() {
-            stream.push(&req.payload);
+        for record in std::iter::once(&req.payload).chain(more).filter(|p| !p.is_empty()) {
+            stream.push(record, now);
         }
         stream.appends += 1;
         stream.closed = stream.closed || req.close_after;
@@ -230,7 +245,7 @@ impl Model {
                 continue;
             }
             let start = stream.tail();
-            stream.push(payload);
+            stream.push(payload, now);
             stream.appends += 1;
             items.push(Ok(self.item(&stream, start)));
         }
@@ -375,4 +390,10 @@ impl Model {
         }
         Ok(Outcome::Expired { removed })
     }
+}
+
+/// The further records of a multi-record create or append: none empty, nor
+/// the first when there are some.
+fn records_ok(first: Option<&[u8]>, more: &[Bytes]) -> bool {
+    more.is_empty() || (first.is_some_and(|p| !p.is_empty()) && more.iter().all(|p| !p.is_empty()))
 }

@@ -80,6 +80,63 @@ impl Sim {
         }
     }
 
+    /// Record reads on both sides; returns `(next_offset, up_to_date)` on
+    /// success.
+    pub fn compare_records(
+        &self,
+        g: u32,
+        id: &StreamId,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<Option<(u64, bool)>, Fail> {
+        let group = &self.groups[g as usize];
+        let req = Read::new(id.clone()).offset(offset).max_len(max_len).records(true);
+        let plan = guard("record read", || group.live.read_plan_with(&req, self.now, &self.store))?;
+        let real = match plan {
+            Ok(plan) => match self.resolve(plan)? {
+                Some(reply) => Ok(reply),
+                None => return Ok(None),
+            },
+            Err(e) if self.refused_on_damage(&e) => return Ok(None),
+            Err(e) => Err(Fault::of(&e)),
+        };
+        let model = group.model_live.read_records(id, offset, max_len, self.now);
+        match (&real, &model) {
+            (Ok(r), Ok((m, records))) => {
+                let metas: Vec<(u64, u64)> = r.records.iter().map(|m| (m.offset, m.at_ms)).collect();
+                let same = r.payload[..] == m.bytes[..]
+                    && (r.next_offset, r.up_to_date, r.closed) == (m.next_offset, m.up_to_date, m.closed)
+                    && &metas == records
+                    && r.offset == records.first().map_or(r.next_offset, |m| m.0);
+                ensure(same, "record read", || {
+                    format!(
+                        "{id} at {offset} len {max_len}: real {} bytes {}..{} records {metas:?}, \
+                         model {} bytes to {} records {records:?}",
+                        r.payload.len(),
+                        r.offset,
+                        r.next_offset,
+                        m.bytes.len(),
+                        m.next_offset,
+                    )
+                })?;
+                Ok(Some((r.next_offset, r.up_to_date)))
+            }
+            (Err(r), Err(m)) if r == m => Ok(None),
+            _ => Err(Fail::new("record read", format!("{id} at {offset}: real {real:?}, model {model:?}"))),
+        }
+    }
+
+    /// `offset_at` on both sides.
+    pub fn compare_offset_at(&self, g: u32, id: &StreamId, at_ms: u64) -> Result<(), Fail> {
+        let group = &self.groups[g as usize];
+        let real = match guard("offset_at", || group.live.offset_at(id, at_ms, self.now, &self.store))? {
+            Err(e) if self.refused_on_damage(&e) => return Ok(()),
+            other => other.map_err(|e| Fault::of(&e)),
+        };
+        let model = group.model_live.offset_at(id, at_ms, self.now);
+        ensure(real == model, "offset_at", || format!("{id} at {at_ms} ms: real {real:?}, model {model:?}"))
+    }
+
     /// Compares group `g` with its model, as deep as `depth` says.
     pub fn check_group(&self, g: u32, depth: Depth) -> Result<(), Fail> {
         let group = &self.groups[g as usize];
@@ -132,6 +189,14 @@ impl Sim {
                 let mut offset = stream.retained;
                 for _ in 0..100_000 {
                     match self.compare_read(g, id, offset, self.setup.limits.max_read_bytes)? {
+                        Some((next, false)) => offset = next,
+                        _ => break,
+                    }
+                }
+                // And every record, by record reads of at most 64 bytes.
+                let mut offset = stream.retained;
+                for _ in 0..100_000 {
+                    match self.compare_records(g, id, offset, 64)? {
                         Some((next, false)) => offset = next,
                         _ => break,
                     }

@@ -189,6 +189,19 @@ impl Sim {
         Ok(())
     }
 
+    /// True when planning a record read (or `offset_at`) failed with
+    /// `Corrupted` naming a file damaged on purpose (the plan reads the
+    /// pack's record index); counted as a refused corrupt read.
+    pub(super) fn refused_on_damage(&self, e: &rill_shard::error::Error) -> bool {
+        let text = e.to_string();
+        let refused =
+            e.code() == ErrorCode::Corrupted && self.damaged.iter().any(|f| text.contains(f.as_str()));
+        if refused {
+            self.corrupt_reads.set(self.corrupt_reads.get() + 1);
+        }
+        refused
+    }
+
     /// Fetches a read plan's cold pieces through the pack cache. `Ok(None)`:
     /// it failed with `Corrupted` on a file damaged on purpose.
     pub(super) fn resolve(&self, plan: ReadPlan) -> Result<Option<rill_shard::state::api::ReadReply>, Fail> {

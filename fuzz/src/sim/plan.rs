@@ -134,6 +134,9 @@ pub enum SimOp {
     Append {
         s: usize,
         len: u16,
+        /// Lengths of further records of the same append (a multi-record
+        /// append, as a JSON body of several messages is).
+        more: Vec<u16>,
         ct: Option<u8>,
         close_after: bool,
         seq: Option<u8>,
@@ -161,6 +164,9 @@ pub enum SimOp {
         s: usize,
         at: At,
         max_len: u16,
+        /// A record read (whole records, with their times) and, with it,
+        /// an `offset_at` of a recent time.
+        records: bool,
     },
     Publish {
         s: usize,
@@ -473,6 +479,11 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
         2 => SimOp::Append {
             s: stream_pick(rng, setup),
             len: len(rng, setup),
+            more: if rng.chance(1, 6) {
+                (0..rng.range(1, 4)).map(|_| len(rng, setup)).collect()
+            } else {
+                Vec::new()
+            },
             ct: opt_u8(rng, 10, 2),
             close_after: rng.chance(1, 40),
             seq: opt_u8(rng, 15, 30),
@@ -486,7 +497,12 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
         4 => SimOp::Close { s: stream_pick(rng, setup), producer: prod(rng) },
         5 => SimOp::Delete { s: stream_pick(rng, setup) },
         6 => SimOp::SetAttrs { s: stream_pick(rng, setup), attrs: opt_u8(rng, 80, ATTRS.len() as u64) },
-        7 => SimOp::Read { s: stream_pick(rng, setup), at: at(rng), max_len: rng.range(1, 80) as u16 },
+        7 => SimOp::Read {
+            s: stream_pick(rng, setup),
+            at: at(rng),
+            max_len: rng.range(1, 80) as u16,
+            records: rng.chance(1, 2),
+        },
         8 => SimOp::Publish { s: stream_pick(rng, setup), at: at(rng), variant: rng.below(3) as u8 },
         9 => {
             let at = if rng.chance(2, 3) { At::BelowSnapshot(rng.below(4)) } else { at(rng) };

@@ -328,9 +328,10 @@ impl Sim {
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 self.command(&id, Op::from(req))?;
             }
-            SimOp::Append { s, len, ct, close_after, seq, producer } => {
+            SimOp::Append { s, len, more, ct, close_after, seq, producer } => {
                 let id = self.target(*s);
                 let mut req = Append::new(id.clone(), self.payload(*len)).close_after(*close_after);
+                req.more_records = more.iter().map(|len| self.payload(*len)).collect();
                 req.content_type = ct.map(|c| CONTENT_TYPES[usize::from(c) % 2].to_string());
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 req.producer = self.producer(&id, producer);
@@ -358,11 +359,17 @@ impl Sim {
                 let attrs = attrs.map(|a| ATTRS[usize::from(a) % ATTRS.len()].to_string());
                 self.command(&id, Op::SetAttrs { id: id.clone(), attrs })?;
             }
-            SimOp::Read { s, at, max_len } => {
+            SimOp::Read { s, at, max_len, records } => {
                 let id = self.target(*s);
                 let g = self.group_of(&id);
                 self.touched = Some(g);
-                self.compare_read(g, &id, self.offset(&id, *at), usize::from(*max_len))?;
+                let offset = self.offset(&id, *at);
+                if *records {
+                    self.compare_records(g, &id, offset, usize::from(*max_len))?;
+                    self.compare_offset_at(g, &id, self.now.saturating_sub(u64::from(*max_len) * 100))?;
+                } else {
+                    self.compare_read(g, &id, offset, usize::from(*max_len))?;
+                }
                 let group = &self.groups[g as usize];
                 let due = group.live.renewal_due(&id, self.now);
                 let model_due = group.model_live.renewal_due(&id, self.now);

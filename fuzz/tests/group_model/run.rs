@@ -83,10 +83,11 @@ impl Run {
         let step = &self.resolve(step);
         match step {
             Step::Advance(ms) => self.now += ms,
-            Step::Create { s, ct, payload, closed, life, attrs, producer, seq } => {
+            Step::Create { s, ct, payload, closed, life, attrs, producer, seq, more } => {
                 let mut req = Create::new(id(*s));
                 req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
                 req.initial_payload = payload.map(|len| self.payload(len));
+                req.more_records = more.iter().map(|len| self.payload(*len)).collect();
                 req.closed = *closed;
                 (req.ttl_s, req.expires_at_ms) = match life {
                     Life::Forever => (None, None),
@@ -100,8 +101,9 @@ impl Run {
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 self.command(Op::from(req))?;
             }
-            Step::Append { s, len, ct, close_after, seq, producer } => {
+            Step::Append { s, len, more, ct, close_after, seq, producer } => {
                 let mut req = Append::new(id(*s), self.payload(*len)).close_after(*close_after);
+                req.more_records = more.iter().map(|len| self.payload(*len)).collect();
                 req.content_type = ct.map(|c| CONTENT_TYPES[c].to_string());
                 req.stream_seq = seq.map(|n| format!("{n:02}"));
                 req.producer = self.producer(*s, producer);
@@ -151,6 +153,26 @@ impl Run {
                         _ => break,
                     }
                 }
+            }
+            Step::ReadRecords { s, at, max_len } => {
+                self.compare_records(*s, self.offset(*s, at), *max_len)?;
+            }
+            Step::ReadAllRecords(s) => {
+                let mut offset = self.offset(*s, &At::FromRetained(0));
+                for _ in 0..10_000 {
+                    match self.compare_records(*s, offset, 24)? {
+                        Some((next, false)) => offset = next,
+                        _ => break,
+                    }
+                }
+            }
+            Step::OffsetAt { s, back_ms } => {
+                let at_ms = self.now.saturating_sub(*back_ms);
+                let real = self
+                    .real
+                    .offset_at(&id(*s), at_ms, self.now, &rill_shard::state::group::HotOnly)
+                    .map_err(|e| Fault::of(&e));
+                prop_assert_eq!(real, self.model.offset_at(&id(*s), at_ms, self.now), "offset_at {}", at_ms);
             }
             Step::Bootstrap { s, max_len } => {
                 let real =
@@ -202,6 +224,9 @@ impl Run {
             | Step::Retain { s, .. }
             | Step::Read { s, .. }
             | Step::ReadAll(s)
+            | Step::ReadRecords { s, .. }
+            | Step::ReadAllRecords(s)
+            | Step::OffsetAt { s, .. }
             | Step::Bootstrap { s, .. } => *s = self.target(*s),
             Step::Advance(_) | Step::ExpireDue | Step::Roundtrip { .. } => {}
         }
@@ -250,6 +275,40 @@ impl Run {
             }
             _ => Err(TestCaseError::fail(format!(
                 "read of {} at {offset}: real {real:?}, model {model:?}",
+                id(s)
+            ))),
+        }
+    }
+
+    /// Record reads on both sides; returns `(next_offset, up_to_date)` on
+    /// success.
+    fn compare_records(
+        &self,
+        s: usize,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<Option<(u64, bool)>, TestCaseError> {
+        let req = Read::new(id(s)).offset(offset).max_len(max_len).records(true);
+        let real = self.real.read(&req, self.now).map_err(|e| Fault::of(&e));
+        let model = self.model.read_records(&id(s), offset, max_len, self.now);
+        match (&real, &model) {
+            (Ok(r), Ok((m, records))) => {
+                prop_assert_eq!(&r.payload[..], &m.bytes[..], "records of {} at {}", id(s), offset);
+                prop_assert_eq!(
+                    (r.next_offset, r.up_to_date, r.closed),
+                    (m.next_offset, m.up_to_date, m.closed)
+                );
+                let real_records: Vec<(u64, u64)> = r.records.iter().map(|m| (m.offset, m.at_ms)).collect();
+                prop_assert_eq!(&real_records, records, "record metas of {} at {}", id(s), offset);
+                prop_assert_eq!(r.offset, records.first().map_or(r.next_offset, |m| m.0));
+                Ok(Some((r.next_offset, r.up_to_date)))
+            }
+            (Err(r), Err(m)) => {
+                prop_assert_eq!(r, m, "record read of {} at {}", id(s), offset);
+                Ok(None)
+            }
+            _ => Err(TestCaseError::fail(format!(
+                "record read of {} at {offset}: real {real:?}, model {model:?}",
                 id(s)
             ))),
         }

@@ -91,10 +91,14 @@ pub(crate) enum Step {
         attrs: Option<usize>,
         producer: Option<Prod>,
         seq: Option<u8>,
+        /// Lengths of further initial records (a multi-record create).
+        more: Vec<usize>,
     },
     Append {
         s: usize,
         len: usize,
+        /// Lengths of further records (a multi-record append).
+        more: Vec<usize>,
         ct: Option<usize>,
         close_after: bool,
         seq: Option<u8>,
@@ -135,6 +139,19 @@ pub(crate) enum Step {
         max_len: usize,
     },
     ReadAll(usize),
+    /// A record read.
+    ReadRecords {
+        s: usize,
+        at: At,
+        max_len: usize,
+    },
+    /// Every record of a stream, by record reads from the retained start.
+    ReadAllRecords(usize),
+    /// `offset_at` this many ms before now.
+    OffsetAt {
+        s: usize,
+        back_ms: u64,
+    },
     Bootstrap {
         s: usize,
         max_len: usize,
@@ -186,10 +203,11 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
     let ct = || proptest::option::weighted(0.3, 0..CONTENT_TYPES.len());
     let producer = || proptest::option::weighted(0.5, prod());
     let seq = || proptest::option::weighted(0.2, 0..30u8);
+    let more = || prop_oneof![4 => Just(Vec::new()), 1 => proptest::collection::vec(len(), 1..4)];
     let create = (s(), ct(), proptest::option::weighted(0.4, 0..10usize), any::<bool>(), life())
         .prop_flat_map(move |(s, ct, payload, closed, life)| {
-            (proptest::option::weighted(0.3, 0..ATTRS.len()), producer(), seq()).prop_map(
-                move |(attrs, producer, seq)| Step::Create {
+            (proptest::option::weighted(0.3, 0..ATTRS.len()), producer(), seq(), more()).prop_map(
+                move |(attrs, producer, seq, more)| Step::Create {
                     s,
                     ct,
                     payload,
@@ -198,6 +216,7 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
                     attrs,
                     producer,
                     seq,
+                    more,
                 },
             )
         });
@@ -208,10 +227,12 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
         proptest::bool::weighted(0.04),
         seq(),
         producer(),
+        more(),
     )
-        .prop_map(|(s, len, ct, close_after, seq, producer)| Step::Append {
+        .prop_map(|(s, len, ct, close_after, seq, producer, more)| Step::Append {
             s,
             len,
+            more,
             ct,
             close_after,
             seq,
@@ -241,6 +262,9 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::ExpireDue),
         3 => (s(), at(), 0..30usize).prop_map(|(s, at, max_len)| Step::Read { s, at, max_len }),
         1 => s().prop_map(Step::ReadAll),
+        2 => (s(), at(), 0..30usize).prop_map(|(s, at, max_len)| Step::ReadRecords { s, at, max_len }),
+        1 => s().prop_map(Step::ReadAllRecords),
+        1 => (s(), 0..6_000u64).prop_map(|(s, back_ms)| Step::OffsetAt { s, back_ms }),
         1 => (s(), 0..30usize).prop_map(|(s, max_len)| Step::Bootstrap { s, max_len }),
         1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
     ]

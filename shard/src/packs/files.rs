@@ -23,7 +23,7 @@ use super::{ColdStore, PackDir};
 use crate::error::{Error, Result};
 use crate::planted::{self, Bug};
 use crate::state::command::PackCommit;
-use crate::state::group::{ColdPiece, CompactPlan, GroupState, PackPlan};
+use crate::state::group::{ColdPiece, CompactPlan, GroupState, PackPlan, SlicePlan};
 
 /// Suffix of a pack being written (never opened by readers; swept at open).
 pub const TMP_SUFFIX: &str = ".tmp";
@@ -127,15 +127,7 @@ pub fn write_flush(dir: &dyn PackDir, group: u32, plans: &[PackPlan]) -> Result<
         dir.remove(&plan.file)?;
         let parts: Vec<Vec<&[u8]>> =
             plan.slices.iter().map(|s| s.records.iter().map(|(_, b)| &b[..]).collect()).collect();
-        let mut indexes = Vec::with_capacity(plan.slices.len());
-        for slice in &plan.slices {
-            let mut index = RecordIndexBuf::new();
-            for (start, _) in &slice.records {
-                // TODO(times): the record's own time, once hot records keep one.
-                index.push(*start, 0)?;
-            }
-            indexes.push(index);
-        }
+        let indexes = plan.slices.iter().map(record_index).collect::<Result<Vec<_>>>()?;
         let specs: Vec<rill_cold::SliceSpec<'_>> = plan
             .slices
             .iter()
@@ -154,6 +146,25 @@ pub fn write_flush(dir: &dyn PackDir, group: u32, plans: &[PackPlan]) -> Result<
         packs.push(plan.commit(bytes.len() as u64));
     }
     Ok(packs)
+}
+
+/// A slice's record index: every record's start, each with its time from
+/// the plan's time runs (the stream's, cut to the slice).
+fn record_index(slice: &SlicePlan) -> Result<RecordIndexBuf> {
+    let mut index = RecordIndexBuf::new();
+    let mut runs = slice.times.iter().peekable();
+    let mut at_ms = 0;
+    for (start, _) in &slice.records {
+        while let Some(&&(from, ms)) = runs.peek() {
+            if from > *start {
+                break;
+            }
+            at_ms = ms;
+            runs.next();
+        }
+        index.push(*start, at_ms)?;
+    }
+    Ok(index)
 }
 
 /// What a compaction reads: its input slices' bytes in order, and their

@@ -100,3 +100,14 @@ impl ColdStore {
         self.cache.forget(&self.path(file));
     }
 }
+
+impl crate::state::group::ColdRecords for ColdStore {
+    fn with_records<R>(
+        &self,
+        file: &str,
+        slice: u32,
+        f: impl FnOnce(Option<rill_cold::RecordIndex<'_>>) -> R,
+    ) -> Result<R> {
+        ColdStore::with_records(self, file, slice, f)
+    }
+}

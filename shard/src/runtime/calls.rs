@@ -130,6 +130,14 @@ pub struct Bootstrap {
     /// Most update bytes returned.
     pub max_len: usize,
 }
+/// The first record of a stream at or after a time.
+#[derive(Clone, Debug)]
+pub struct OffsetAt {
+    /// The stream.
+    pub id: StreamId,
+    /// The time, in Unix milliseconds.
+    pub at_ms: u64,
+}
 /// Capture the group's whole state.
 #[derive(Clone, Copy, Debug)]
 pub struct SnapshotGroup;
@@ -164,6 +172,8 @@ query!(Read, "read", |r| Request::Read(r), ReadReply, Reply::Read(r) => r);
 query!(WaitRead, "wait_read", |w| Request::WaitRead { read: w.read, timeout: w.timeout }, ReadReply,
     Reply::Read(r) => r);
 query!(Head, "head", |h| Request::Head(h.0), HeadReply, Reply::Head(r) => r);
+query!(OffsetAt, "offset_at", |o| Request::OffsetAt { id: o.id, at_ms: o.at_ms }, u64,
+    Reply::Offset(o) => o);
 query!(GetAttrs, "get_attrs", |g| Request::GetAttrs(g.0), Option<String>, Reply::Attrs(a) => a);
 query!(Bootstrap, "bootstrap", |b| Request::Bootstrap { id: b.id, max_len: b.max_len }, BootstrapReply,
     Reply::Bootstrap(r) => r);

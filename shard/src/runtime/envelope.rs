@@ -47,6 +47,13 @@ pub enum Request {
     Head(StreamId),
     /// A stream's attributes.
     GetAttrs(StreamId),
+    /// The first record at or after a time (the tail when none is).
+    OffsetAt {
+        /// The stream.
+        id: StreamId,
+        /// The time, in Unix milliseconds.
+        at_ms: u64,
+    },
     /// The latest application snapshot and the bytes after it.
     Bootstrap {
         /// The stream.
@@ -66,12 +73,12 @@ pub enum Request {
 impl Request {
     /// True for requests whose latency is recorded as an append.
     pub fn is_append(&self) -> bool {
-        matches!(self, Request::Mutate(Op::Append(_) | Op::AppendBatch(_)))
+        matches!(self, Request::Mutate(Op::Append(_) | Op::AppendBatch(_) | Op::AppendRecords { .. }))
     }
 
     /// True for requests whose latency is recorded as a read.
     pub fn is_read(&self) -> bool {
-        matches!(self, Request::Read(_) | Request::WaitRead { .. })
+        matches!(self, Request::Read(_) | Request::WaitRead { .. } | Request::OffsetAt { .. })
     }
 }
 
@@ -86,6 +93,8 @@ pub enum Reply {
     Head(HeadReply),
     /// A stream's attributes.
     Attrs(Option<String>),
+    /// An offset.
+    Offset(u64),
     /// A bootstrap.
     Bootstrap(BootstrapReply),
     /// A captured group state.

@@ -135,6 +135,10 @@ impl Group {
             }
             Request::Head(id) => answer(self.state.borrow_mut().head(&id, now).map(Reply::Head), reply),
             Request::GetAttrs(id) => answer(self.state.borrow().get_attrs(&id, now).map(Reply::Attrs), reply),
+            Request::OffsetAt { id, at_ms } => {
+                let result = self.state.borrow().offset_at(&id, at_ms, now, core.as_ref());
+                answer(result.map(Reply::Offset), reply)
+            }
             Request::Bootstrap { id, max_len } => {
                 let planned = self.state.borrow().bootstrap_plan(&id, max_len, now);
                 let result = planned.and_then(|(snapshot, plan)| {
@@ -162,7 +166,7 @@ impl Group {
 
     /// Reads hot and cold bytes (SPEC §3: the caller cannot tell them apart).
     pub(crate) fn read_now(&self, core: &Core, read: &Read, now: u64) -> Result<ReadReply> {
-        let plan = self.state.borrow().read_plan(read, now)?;
+        let plan = self.state.borrow().read_plan_with(read, now, core)?;
         plan.resolve(|piece| core.fetch_cold(piece))
     }
 
@@ -311,6 +315,7 @@ impl Group {
             stream: read.id.clone(),
             offset: read.offset,
             max_len: read.max_len,
+            records: read.records,
             reply: tx,
             sent_at,
             watcher: None,
@@ -352,18 +357,19 @@ impl Group {
             return;
         }
         let now = core.now_ms();
-        let mut shared: HashMap<(u64, usize), Result<ReadReply>> = HashMap::new();
+        let mut shared: HashMap<(u64, usize, bool), Result<ReadReply>> = HashMap::new();
         for wid in ids {
-            let Some((offset, max_len)) = core.waiters.borrow().position(wid) else { continue };
-            let result = match shared.get(&(offset, max_len)) {
+            let Some(position) = core.waiters.borrow().position(wid) else { continue };
+            let result = match shared.get(&position) {
                 Some(r) => {
                     core.metrics.shared_read_hits.fetch_add(1, Relaxed);
                     r.clone()
                 }
                 None => {
-                    let read = Read { id: id.clone(), offset, max_len };
+                    let (offset, max_len, records) = position;
+                    let read = Read { id: id.clone(), offset, max_len, records };
                     let r = self.read_now(core, &read, now);
-                    shared.insert((offset, max_len), r.clone());
+                    shared.insert(position, r.clone());
                     r
                 }
             };
@@ -492,7 +498,7 @@ async fn watch(core: Rc<Core>, wid: WaiterId, timeout: Duration) {
         return; // the caller dropped its future: nothing to answer
     }
     let Some(group) = core.groups.get(&w.group) else { return };
-    let read = Read { id: w.stream.clone(), offset: w.offset, max_len: w.max_len };
+    let read = Read { id: w.stream.clone(), offset: w.offset, max_len: w.max_len, records: w.records };
     let result = group.read_now(&core, &read, core.now_ms());
     group.answer(&core, result.map(Reply::Read), w.reply, w.sent_at, LatencyKind::Read);
 }

@@ -135,6 +135,20 @@ impl Core {
     }
 }
 
+impl crate::state::group::ColdRecords for Core {
+    fn with_records<R>(
+        &self,
+        file: &str,
+        slice: u32,
+        f: impl FnOnce(Option<rill_cold::RecordIndex<'_>>) -> R,
+    ) -> crate::error::Result<R> {
+        match &self.cold_store {
+            Some(store) => store.with_records(file, slice, f),
+            None => crate::state::group::HotOnly.with_records(file, slice, f),
+        }
+    }
+}
+
 /// Runs one core until it is told to stop or every sender is gone. Must be
 /// called inside the core's glommio executor.
 pub async fn run_core(spec: CoreSpec) {

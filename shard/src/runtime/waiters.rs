@@ -23,6 +23,8 @@ pub struct Waiter {
     pub stream: StreamId,
     pub offset: u64,
     pub max_len: usize,
+    /// A record read ([`crate::state::api::Read::records`]).
+    pub records: bool,
     pub reply: ReplyTx,
     pub sent_at: Instant,
     /// The task that enforces the timeout and notices cancellation.
@@ -76,9 +78,9 @@ impl Waiters {
         self.by_stream.get(stream).cloned().unwrap_or_default()
     }
 
-    /// Offset and length a waiter asked for.
-    pub fn position(&self, id: WaiterId) -> Option<(u64, usize)> {
-        self.by_id.get(&id).map(|w| (w.offset, w.max_len))
+    /// Offset, length and kind (records or bytes) a waiter asked for.
+    pub fn position(&self, id: WaiterId) -> Option<(u64, usize, bool)> {
+        self.by_id.get(&id).map(|w| (w.offset, w.max_len, w.records))
     }
 
     /// Removes and returns every waiter of a stream.
@@ -130,6 +132,7 @@ mod tests {
             stream: StreamId::new("b", stream).unwrap(),
             offset: 0,
             max_len: 10,
+            records: false,
             reply: ReplyTx::One(oneshot::channel().0),
             sent_at: Instant::now(),
             watcher: None,

@@ -44,6 +44,11 @@ pub struct Create {
     pub content_type: Option<String>,
     /// Bytes appended as the stream is created (append 1).
     pub initial_payload: Option<Bytes>,
+    /// Further records appended at creation after `initial_payload`, each
+    /// its own record; the initial data counts as one append. None may be
+    /// empty, and they need a non-empty `initial_payload`.
+    /// [`Create::initial_records`] sets both.
+    pub more_records: Vec<Bytes>,
     /// Create the stream closed.
     pub closed: bool,
     /// Sliding time to live, in seconds: renewed by appends and reads.
@@ -65,6 +70,7 @@ impl Create {
             id,
             content_type: None,
             initial_payload: None,
+            more_records: Vec::new(),
             closed: false,
             ttl_s: None,
             expires_at_ms: None,
@@ -81,6 +87,15 @@ impl Create {
     /// Sets the bytes appended at creation.
     pub fn initial_payload(mut self, payload: impl Into<Bytes>) -> Self {
         self.initial_payload = Some(payload.into());
+        self
+    }
+    /// Sets the records appended at creation, in order, each its own
+    /// record (the first becomes `initial_payload`, the rest
+    /// `more_records`). No record may be empty.
+    pub fn initial_records(mut self, records: Vec<Bytes>) -> Self {
+        let mut records = records.into_iter();
+        self.initial_payload = records.next();
+        self.more_records = records.collect();
         self
     }
     /// Creates the stream closed (or open).
@@ -126,6 +141,12 @@ pub struct Append {
     pub id: StreamId,
     /// The bytes to append.
     pub payload: Bytes,
+    /// Further records after `payload`, each its own record: the whole
+    /// append lands at once or not at all, with one reply, one producer
+    /// seq and one `stream_seq` (unlike [`AppendBatch`], whose items
+    /// succeed or fail one by one). None may be empty, nor `payload`
+    /// when there are some. [`Append::records`] sets both.
+    pub more_records: Vec<Bytes>,
     /// The content type the caller expects the stream to have.
     pub content_type: Option<String>,
     /// Close the stream once the payload landed.
@@ -142,11 +163,20 @@ impl Append {
         Append {
             id,
             payload: payload.into(),
+            more_records: Vec::new(),
             content_type: None,
             close_after: false,
             stream_seq: None,
             producer: None,
         }
+    }
+    /// One append of several records to `id`, in order (see
+    /// [`Append::more_records`]); an empty list is an empty append.
+    pub fn records(id: StreamId, records: Vec<Bytes>) -> Self {
+        let mut records = records.into_iter();
+        let mut append = Append::new(id, records.next().unwrap_or_default());
+        append.more_records = records.collect();
+        append
     }
     /// Appends as idempotent producer `id` at `epoch` and `seq`.
     pub fn producer(mut self, id: impl Into<String>, epoch: u64, seq: u64) -> Self {
@@ -210,12 +240,23 @@ pub struct Read {
     pub offset: u64,
     /// Most bytes returned (clamped to `max_read_bytes`).
     pub max_len: usize,
+    /// Read whole records (see [`Read::records`]).
+    pub records: bool,
 }
 
 impl Read {
     /// A read of `id` from offset 0, at most [`DEFAULT_READ_MAX_LEN`] bytes.
     pub fn new(id: StreamId) -> Self {
-        Read { id, offset: 0, max_len: DEFAULT_READ_MAX_LEN }
+        Read { id, offset: 0, max_len: DEFAULT_READ_MAX_LEN, records: false }
+    }
+    /// Reads whole records: the reply starts at the first record boundary
+    /// at or after `offset` (a read starting inside a record skips to the
+    /// next one), ends at a record boundary, holds at least one record when
+    /// one starts before the tail (even one larger than `max_len`), and
+    /// lists every record's offset and time in [`ReadReply::records`].
+    pub fn records(mut self, records: bool) -> Self {
+        self.records = records;
+        self
     }
     /// Sets the offset to read from.
     pub fn offset(mut self, offset: u64) -> Self {
@@ -353,6 +394,67 @@ pub struct ReadReply {
     pub up_to_date: bool,
     /// True only when the stream is closed and `next_offset` is the tail.
     pub closed: bool,
+    /// For a record read ([`Read::records`]): each record of `payload`, in
+    /// order; record `i` is `payload[records[i].offset - offset ..
+    /// records[i + 1].offset - offset]` (the last one ends at
+    /// `next_offset`). Empty for a byte read.
+    pub records: Vec<RecordMeta>,
+}
+
+/// Where one record of a record read starts and when it was stamped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// Stream offset of the record's first byte.
+    pub offset: u64,
+    /// The record's time: `max(previous record's time, now_ms of its
+    /// append)`, in Unix milliseconds.
+    pub at_ms: u64,
+}
+
+/// One record of a [`RecordsReply`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Stream offset of the record's first byte.
+    pub offset: u64,
+    /// The record's bytes.
+    pub payload: Bytes,
+    /// The record's time, in Unix milliseconds (see [`RecordMeta::at_ms`]).
+    pub timestamp_ms: u64,
+}
+
+/// Reply to a record read: whole records (see [`Read::records`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordsReply {
+    /// The records, in order (zero-copy slices of one buffer).
+    pub records: Vec<Record>,
+    /// Offset just past the last record (where to read next).
+    pub next_offset: u64,
+    /// True when `next_offset` is the tail.
+    pub up_to_date: bool,
+    /// True only when the stream is closed and `next_offset` is the tail.
+    pub closed: bool,
+}
+
+impl From<ReadReply> for RecordsReply {
+    fn from(reply: ReadReply) -> Self {
+        let records = reply
+            .record_iter()
+            .map(|(meta, payload)| Record { offset: meta.offset, payload, timestamp_ms: meta.at_ms })
+            .collect();
+        RecordsReply { records, next_offset: reply.next_offset, up_to_date: reply.up_to_date, closed: reply.closed }
+    }
+}
+
+impl ReadReply {
+    /// The records of a record read as `(meta, bytes)` (nothing for a
+    /// byte read).
+    pub fn record_iter(&self) -> impl Iterator<Item = (RecordMeta, Bytes)> + '_ {
+        self.records.iter().enumerate().map(move |(i, meta)| {
+            let end = self.records.get(i + 1).map_or(self.next_offset, |next| next.offset);
+            let (from, to) = ((meta.offset - self.offset) as usize, (end - self.offset) as usize);
+            (*meta, self.payload.slice(from..to))
+        })
+    }
 }
 
 /// Reply to `head`.

@@ -10,6 +10,7 @@
 //! index. Each mutating command, a whole [`Op::AppendBatch`] included,
 //! consumes exactly one commit index.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
@@ -65,6 +66,20 @@ pub enum Op {
     },
     /// Replace a run of small cold chunks of a stream by one.
     CompactCommit(CompactCommit),
+    /// A create whose initial data is several records: `create`'s initial
+    /// payload, then each of `more` as its own record and append (WAL
+    /// format 3).
+    CreateRecords {
+        create: Create,
+        more: Vec<Bytes>,
+    },
+    /// One append of several records: `append`'s payload, then each of
+    /// `more` as its own record, landing together with one reply (WAL
+    /// format 3).
+    AppendRecords {
+        append: Append,
+        more: Vec<Bytes>,
+    },
 }
 
 /// The successful result of applying a command.
@@ -133,6 +148,10 @@ impl Command {
         match &self.op {
             Op::Create(c) => c.initial_payload.as_ref().map_or(0, |p| p.len() as u64),
             Op::Append(a) => a.payload.len() as u64,
+            Op::CreateRecords { create, more } => {
+                create.initial_payload.as_ref().map_or(0, |p| p.len() as u64) + records_len(more)
+            }
+            Op::AppendRecords { append, more } => append.payload.len() as u64 + records_len(more),
             Op::AppendBatch(b) => b.payloads.iter().map(|p| p.len() as u64).sum(),
             Op::PublishSnapshot(s) => s.payload.len() as u64,
             _ => 0,
@@ -160,9 +179,8 @@ impl Command {
             let slices: u64 = p.slices.iter().map(|s| id(&s.stream) + 5 * VARINT_MAX + 32).sum();
             3 * VARINT_MAX + text(&p.bucket) + text(&p.file) + slices
         }
-        let op = match &self.op {
-            Op::Create(c) => {
-                id(&c.id)
+        let create = |c: &Create| {
+            id(&c.id)
                     + opt(&c.content_type)
                     + 1
                     + c.initial_payload.as_ref().map_or(0, |p| p.len() as u64 + VARINT_MAX)
@@ -171,16 +189,22 @@ impl Command {
                     + opt(&c.attrs)
                     + producer(&c.producer)
                     + opt(&c.stream_seq)
-            }
-            Op::Append(a) => {
-                id(&a.id)
-                    + a.payload.len() as u64
-                    + VARINT_MAX
-                    + opt(&a.content_type)
-                    + 1
-                    + opt(&a.stream_seq)
-                    + producer(&a.producer)
-            }
+        };
+        let append = |a: &Append| {
+            id(&a.id)
+                + a.payload.len() as u64
+                + VARINT_MAX
+                + opt(&a.content_type)
+                + 1
+                + opt(&a.stream_seq)
+                + producer(&a.producer)
+        };
+        let more = |records: &[Bytes]| VARINT_MAX + records_len(records) + VARINT_MAX * records.len() as u64;
+        let op = match &self.op {
+            Op::Create(c) => create(c),
+            Op::Append(a) => append(a),
+            Op::CreateRecords { create: c, more: m } => create(c) + more(m),
+            Op::AppendRecords { append: a, more: m } => append(a) + more(m),
             Op::AppendBatch(b) => {
                 let items: u64 = b.payloads.iter().map(|p| p.len() as u64 + VARINT_MAX).sum();
                 id(&b.id) + VARINT_MAX + items + opt(&b.content_type) + producer(&b.producer)
@@ -203,6 +227,10 @@ impl Command {
         // now_ms and the variant tag.
         2 * VARINT_MAX + op
     }
+}
+
+fn records_len(records: &[Bytes]) -> u64 {
+    records.iter().map(|r| r.len() as u64).sum()
 }
 
 /// The widest varint postcard writes (a `u64`).
@@ -231,5 +259,31 @@ macro_rules! op_from {
     )*};
 }
 
-op_from!(Create => Create, Append => Append, AppendBatch => AppendBatch, Close => Close,
-    PublishSnapshot => PublishSnapshot);
+op_from!(AppendBatch => AppendBatch, Close => Close, PublishSnapshot => PublishSnapshot);
+
+/// A create with `more_records` is logged as [`Op::CreateRecords`] (older
+/// readers of the log never see the new variant for plain creates).
+impl From<crate::state::api::Create> for Op {
+    fn from(mut request: crate::state::api::Create) -> Op {
+        let more = std::mem::take(&mut request.more_records);
+        let create = Create::from(request);
+        if more.is_empty() {
+            Op::Create(create)
+        } else {
+            Op::CreateRecords { create, more }
+        }
+    }
+}
+
+/// An append with `more_records` is logged as [`Op::AppendRecords`].
+impl From<crate::state::api::Append> for Op {
+    fn from(mut request: crate::state::api::Append) -> Op {
+        let more = std::mem::take(&mut request.more_records);
+        let append = Append::from(request);
+        if more.is_empty() {
+            Op::Append(append)
+        } else {
+            Op::AppendRecords { append, more }
+        }
+    }
+}

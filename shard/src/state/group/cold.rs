@@ -105,6 +105,9 @@ pub struct SlicePlan {
     pub start: u64,
     pub end: u64,
     pub records: Vec<(u64, Bytes)>,
+    /// The records' time runs `(first offset, ms)`, the first at `start`
+    /// (the pack's record index, FORMAT.md "Cold pack file").
+    pub times: Vec<(u64, u64)>,
 }
 
 impl SlicePlan {
@@ -255,6 +258,7 @@ impl GroupState {
                         start,
                         end: start + bytes,
                         records: taken,
+                        times: stream.times.covering(start, start + bytes),
                     });
                     pack_bytes += bytes;
                     planned += bytes;

@@ -37,7 +37,9 @@ mod ops;
 mod producer;
 pub mod read;
 mod snapshot;
+mod snapshot_v2;
 mod stream;
+mod times;
 mod verify;
 
 #[cfg(test)]
@@ -56,8 +58,10 @@ pub use cold::{ColdChunk, ColdState, CompactPlan, FlushLimits, GcEntry, PackInfo
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use producer::{ItemFailure, ItemOutcome, Landed, ProducerEntry, ProducerState};
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
-pub use read::{ColdPiece, Piece, ReadPlan};
+pub use read::{ColdPiece, ColdRecords, HotOnly, Piece, ReadPlan};
 pub use stream::StreamState;
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use times::TimeRuns;
 
 /// Bounds the state machine enforces on itself (SPEC §4); part of the
 /// engine's `Limits`.
@@ -173,10 +177,14 @@ impl GroupState {
         let before = self.commit_index;
         let now = cmd.now_ms;
         let result = match &cmd.op {
-            Op::Create(req) => self.create(req, now, effects),
+            Op::Create(req) => self.create(req, &[], now, effects),
+            Op::CreateRecords { create, more } => self.create(create, more, now, effects),
             Op::Append(req) => {
-                self.append(req, now, effects).map(|r| self.with_producer_seq(&req.id, req.producer.as_ref(), r))
+                self.append(req, &[], now, effects).map(|r| self.with_producer_seq(&req.id, req.producer.as_ref(), r))
             }
+            Op::AppendRecords { append, more } => self
+                .append(append, more, now, effects)
+                .map(|r| self.with_producer_seq(&append.id, append.producer.as_ref(), r)),
             Op::AppendBatch(req) => self
                 .append_batch(req, now, effects)
                 .map(|r| self.with_producer_seq(&req.id, req.producer.as_ref(), r)),
@@ -233,9 +241,29 @@ impl GroupState {
 
     /// Plans a read (SPEC §2 Read, §3): hot pieces carry bytes, cold pieces
     /// name pack slices for the runtime to fetch.
+    /// A record read of a stream with cold records needs
+    /// [`Self::read_plan_with`].
     pub fn read_plan(&self, req: &Read, now_ms: u64) -> Result<ReadPlan> {
+        self.read_plan_with(req, now_ms, &read::HotOnly)
+    }
+
+    /// [`Self::read_plan`] with the cold chunks' record indexes from
+    /// `lookup` (used by record reads only).
+    pub fn read_plan_with(&self, req: &Read, now_ms: u64, lookup: &impl ColdRecords) -> Result<ReadPlan> {
         let stream = self.lookup(&req.id, now_ms)?;
-        stream.plan_read(req.offset, req.max_len.min(self.limits.max_read_bytes), self)
+        let max_len = req.max_len.min(self.limits.max_read_bytes);
+        if req.records {
+            stream.plan_records(req.offset, max_len, self, lookup)
+        } else {
+            stream.plan_read(req.offset, max_len, self)
+        }
+    }
+
+    /// The offset of the first retained record whose time is at or after
+    /// `at_ms` (clamped up to the retained start), or the tail when there
+    /// is none. Does not renew.
+    pub fn offset_at(&self, id: &StreamId, at_ms: u64, now_ms: u64, lookup: &impl ColdRecords) -> Result<u64> {
+        self.lookup(id, now_ms)?.offset_at(at_ms, self, lookup)
     }
 
     /// Head of a stream (SPEC §2 Head). Never renews.

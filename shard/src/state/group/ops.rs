@@ -44,7 +44,16 @@ impl GroupState {
         Ok(())
     }
 
-    pub(crate) fn create(&mut self, req: &Create, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {
+    /// A create; `more` are further initial records after the initial
+    /// payload ([`crate::state::command::Op::CreateRecords`]).
+    pub(crate) fn create(
+        &mut self,
+        req: &Create,
+        more: &[Bytes],
+        now: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Response> {
+        check_records(req.initial_payload.as_ref(), more)?;
         if req.ttl_s.is_some() && req.expires_at_ms.is_some() {
             return Err(Error::bad_request("ttl_s and expires_at_ms are exclusive"));
         }
@@ -82,7 +91,8 @@ impl GroupState {
         if self.stream_count - u64::from(replaces_expired) >= limit {
             return Err(ErrorKind::TooManyStreams { limit }.into());
         }
-        self.check_hot_room(req.initial_payload.as_ref().map_or(0, |p| p.len() as u64))?;
+        let initial_len = req.initial_payload.iter().chain(more).map(|p| p.len() as u64).sum();
+        self.check_hot_room(initial_len)?;
 
         let commit_index = self.bump();
         if replaces_expired {
@@ -97,7 +107,11 @@ impl GroupState {
         stream.last_stream_seq = req.stream_seq.clone();
         let mut landed = Landed::default();
         if let Some(payload) = req.initial_payload.as_ref().filter(|p| !p.is_empty()) {
-            landed = stream.land(payload);
+            landed = stream.land(payload, now);
+            for payload in more {
+                stream.push_record(payload, now);
+            }
+            landed.next_offset = stream.next_offset;
         }
         stream.closed = req.closed;
         landed.closed = req.closed;
@@ -114,10 +128,19 @@ impl GroupState {
         Ok(Response::Create(CreateReply { already_exists: false, next_offset, commit_index }))
     }
 
-    pub(crate) fn append(&mut self, req: &Append, now: u64, effects: &mut Vec<Effect>) -> Result<Response> {
+    /// An append; `more` are further records after the payload, landing
+    /// with it as one append ([`crate::state::command::Op::AppendRecords`]).
+    pub(crate) fn append(
+        &mut self,
+        req: &Append,
+        more: &[Bytes],
+        now: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Response> {
         if req.payload.is_empty() && !req.close_after {
             return Err(ErrorKind::EmptyAppend.into());
         }
+        check_records(Some(&req.payload), more)?;
         let stream = self.lookup(&req.id, now)?;
         check_content_type(stream, req.content_type.as_deref())?;
         if let Some(args) = &req.producer {
@@ -138,11 +161,16 @@ impl GroupState {
             return Err(ErrorKind::StreamClosed { next_offset: stream.next_offset }.into());
         }
         check_stream_seq(stream, req.stream_seq.as_deref())?;
-        self.check_hot_room(req.payload.len() as u64)?;
+        let added = req.payload.len() as u64 + more.iter().map(|p| p.len() as u64).sum::<u64>();
+        self.check_hot_room(added)?;
 
         let commit_index = self.bump();
         let stream = Self::stream_mut(&mut self.buckets, &req.id)?;
-        let mut landed = stream.land(&req.payload);
+        let mut landed = stream.land(&req.payload, now);
+        for payload in more {
+            stream.push_record(payload, now);
+        }
+        landed.next_offset = stream.next_offset;
         stream.closed |= req.close_after;
         landed.closed = stream.closed;
         if let Some(seq) = &req.stream_seq {
@@ -159,7 +187,7 @@ impl GroupState {
                 self.limits.producer_window,
             );
         }
-        self.hot_bytes += req.payload.len() as u64;
+        self.hot_bytes += added;
         self.set_last_access(&req.id, now);
         effects.push(Effect::Advanced(req.id.clone()));
         Ok(Response::Append(landed.reply(false, commit_index)))
@@ -203,7 +231,7 @@ impl GroupState {
                 outcomes.push(ItemOutcome::Failed(ItemFailure::EmptyAppend));
             } else {
                 added += payload.len() as u64;
-                outcomes.push(ItemOutcome::Landed(stream.land(payload)));
+                outcomes.push(ItemOutcome::Landed(stream.land(payload, now)));
             }
         }
         let items = outcomes
@@ -284,6 +312,18 @@ impl GroupState {
             self.limits.producer_window,
         );
     }
+}
+
+/// Records after the first of a create or an append: none may be empty,
+/// nor the first when there are more.
+fn check_records(first: Option<&Bytes>, more: &[Bytes]) -> Result<()> {
+    if more.is_empty() {
+        return Ok(());
+    }
+    if first.is_none_or(Bytes::is_empty) || more.iter().any(Bytes::is_empty) {
+        return Err(Error::bad_request("a record of a multi-record create or append is empty"));
+    }
+    Ok(())
 }
 
 /// An idempotent create must match the stored settings (SPEC §2 Create).

@@ -6,11 +6,19 @@
 //! The runtime resolves cold pieces through its memory-mapped pack cache
 //! ([`ReadPlan::resolve`]); the caller cannot tell cold from hot bytes. A
 //! plan always covers exactly `[offset, next_offset)`, piece after piece.
+//!
+//! A record read ([`StreamState::plan_records`]) also needs the record
+//! boundaries and times of the cold chunks it touches, which live in the
+//! pack files' record indexes, not in the group state: the planner asks a
+//! [`ColdRecords`] for them (the runtime answers from its pack cache, the
+//! pure tests and the model from nothing). Cold chunks always hold whole
+//! records, so a chunk's ends are record boundaries.
 
 use bytes::{Bytes, BytesMut};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::ReadReply;
+use crate::state::api::{ReadReply, RecordMeta};
+use crate::state::group::cold::ColdChunk;
 use crate::state::group::stream::StreamState;
 use crate::state::group::GroupState;
 
@@ -39,6 +47,36 @@ pub struct ReadPlan {
     pub up_to_date: bool,
     pub closed: bool,
     pub pieces: Vec<Piece>,
+    /// The records of a record read (empty for a byte read).
+    pub records: Vec<RecordMeta>,
+}
+
+/// The record indexes of cold slices (FORMAT.md "Cold pack file").
+pub trait ColdRecords {
+    /// Calls `f` with the record index of slice `slice` of pack `file`
+    /// (`None` for a pack written by a format without one).
+    fn with_records<R>(
+        &self,
+        file: &str,
+        slice: u32,
+        f: impl FnOnce(Option<rill_cold::RecordIndex<'_>>) -> R,
+    ) -> Result<R>;
+}
+
+/// The record lookup of state without cold data: any cold chunk is an
+/// error.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HotOnly;
+
+impl ColdRecords for HotOnly {
+    fn with_records<R>(
+        &self,
+        file: &str,
+        slice: u32,
+        _f: impl FnOnce(Option<rill_cold::RecordIndex<'_>>) -> R,
+    ) -> Result<R> {
+        Err(Error::corrupted(format!("{file} slice {slice}: cold records read without a cold store")))
+    }
 }
 
 impl ReadPlan {
@@ -88,6 +126,7 @@ impl ReadPlan {
             next_offset: self.next_offset,
             up_to_date: self.up_to_date,
             closed: self.closed,
+            records: self.records,
         })
     }
 }
@@ -116,7 +155,6 @@ impl StreamState {
         }
         let end = offset.saturating_add(max_len as u64).min(self.next_offset);
         let mut pieces = Vec::new();
-        let broken = || Error::corrupted("stream data does not cover the retained range");
         let mut at = offset;
         if at < end {
             let first = self.cold.partition_point(|c| c.end() <= at);
@@ -167,6 +205,138 @@ impl StreamState {
             up_to_date: end == self.next_offset,
             closed: self.closed && end == self.next_offset,
             pieces,
+            records: Vec::new(),
         })
     }
+
+    /// Plans a record read (see [`crate::state::api::Read::records`]):
+    /// whole records from the first boundary at or after `offset`, as many
+    /// as fit in `max_len` bytes, at least one when one starts before the
+    /// tail.
+    pub(crate) fn plan_records(
+        &self,
+        offset: u64,
+        max_len: usize,
+        group: &GroupState,
+        lookup: &impl ColdRecords,
+    ) -> Result<ReadPlan> {
+        if offset < self.retained_offset {
+            return Err(ErrorKind::OffsetGone { offset, retained: self.retained_offset }.into());
+        }
+        if offset > self.next_offset {
+            return Err(ErrorKind::OffsetOutOfRange { offset, tail: self.next_offset }.into());
+        }
+        if max_len == 0 {
+            return Err(Error::bad_request("max_len must be at least 1"));
+        }
+        let mut records: Vec<RecordMeta> = Vec::new();
+        // The end of the last record taken.
+        let mut end = None;
+        // Full once the next record would end past `max_len` bytes from the
+        // first record taken (the first is always taken).
+        let full = |records: &[RecordMeta], to: u64| {
+            records.first().is_some_and(|first| to > first.offset.saturating_add(max_len as u64))
+        };
+        let mut stopped = false;
+        let first = self.cold.partition_point(|c| c.end() <= offset);
+        for chunk in self.cold.range(first..) {
+            let file = &group.cold.packs.get(&chunk.pack).ok_or_else(broken)?.file;
+            stopped = lookup.with_records(file, chunk.slice, |index| -> Result<bool> {
+                let index = index.ok_or_else(|| no_index(chunk, file))?;
+                let last = index.len().checked_sub(1).ok_or_else(broken)?;
+                if index.start(0) != Some(chunk.start) || index.end(last) != Some(chunk.end()) {
+                    return Err(broken());
+                }
+                for i in index.first_at_or_after(offset)..index.len() {
+                    let (Some(at), Some(to), Some(at_ms)) = (index.start(i), index.end(i), index.time(i)) else {
+                        return Err(broken());
+                    };
+                    if full(&records, to) {
+                        return Ok(true);
+                    }
+                    records.push(RecordMeta { offset: at, at_ms });
+                    end = Some(to);
+                }
+                Ok(false)
+            })??;
+            if stopped {
+                break;
+            }
+        }
+        if !stopped {
+            let first = self.records.partition_point(|(at, p)| at + p.len() as u64 <= offset);
+            for (at, payload) in self.records.range(first..) {
+                if *at < offset {
+                    continue; // the read starts inside it: skip to the next boundary
+                }
+                let to = at + payload.len() as u64;
+                if full(&records, to) {
+                    break;
+                }
+                let at_ms = self.times.time_at(*at).ok_or_else(broken)?;
+                records.push(RecordMeta { offset: *at, at_ms });
+                end = Some(to);
+            }
+        }
+        let start = records.first().map(|r| r.offset);
+        let (start, end) = match (start, end) {
+            (Some(start), Some(end)) => (start, end),
+            _ => (self.next_offset, self.next_offset),
+        };
+        let mut plan = if start == end {
+            ReadPlan {
+                offset: start,
+                next_offset: end,
+                up_to_date: end == self.next_offset,
+                closed: self.closed && end == self.next_offset,
+                pieces: Vec::new(),
+                records: Vec::new(),
+            }
+        } else {
+            self.plan_read(start, (end - start) as usize, group)?
+        };
+        plan.records = records;
+        Ok(plan)
+    }
+}
+
+impl StreamState {
+    /// See [`GroupState::offset_at`]. Times never decrease along a stream,
+    /// so the cold chunks are searched by bisection on their last record's
+    /// time, then inside the chunk.
+    pub(crate) fn offset_at(&self, at_ms: u64, group: &GroupState, lookup: &impl ColdRecords) -> Result<u64> {
+        let index_of = |chunk: &ColdChunk, f: &mut dyn FnMut(rill_cold::RecordIndex<'_>) -> Option<u64>| {
+            let file = &group.cold.packs.get(&chunk.pack).ok_or_else(broken)?.file;
+            lookup.with_records(file, chunk.slice, |index| index.map(&mut *f).ok_or_else(|| no_index(chunk, file)))?
+        };
+        let last_time = |chunk: &ColdChunk| -> Result<u64> {
+            index_of(chunk, &mut |index| index.len().checked_sub(1).and_then(|i| index.time(i)))?.ok_or_else(broken)
+        };
+        // The first chunk whose last record is at or after `at_ms`.
+        let (mut lo, mut hi) = (0, self.cold.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if last_time(&self.cold[mid])? >= at_ms {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let found = match self.cold.get(lo) {
+            Some(chunk) => index_of(chunk, &mut |index| {
+                let i = index.first_at_or_after_time(at_ms);
+                index.start(i)
+            })?,
+            None => self.times.first_at_or_after_time(at_ms),
+        };
+        Ok(found.map_or(self.next_offset, |offset| offset.max(self.retained_offset)))
+    }
+}
+
+fn broken() -> Error {
+    Error::corrupted("stream data does not cover the retained range")
+}
+
+fn no_index(chunk: &ColdChunk, file: &str) -> Error {
+    ErrorKind::NoRecordIndex { offset: chunk.start, file: file.to_string() }.into()
 }

@@ -4,14 +4,15 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic b"RILLGSNP"
-//!      8     2  u16le format version (2)
+//!      8     2  u16le format version (3; version 2 is read and migrated)
 //!     10     4  u32le group
 //!     14     4  u32le group_count
 //!     18     8  u64le commit_index
 //!     26     4  u32le body length N
 //!     30     N  body: postcard of (buckets map, cold state):
-//!                bucket -> stream -> stream state (hot records and cold
-//!                chunk references), then packs and the GC queue
+//!                bucket -> stream -> stream state (hot records, their
+//!                time runs and cold chunk references), then packs and
+//!                the GC queue
 //!   30+N    32  BLAKE3 of bytes [0, 30+N)
 //! ```
 //!
@@ -31,10 +32,13 @@ use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
 use crate::state::group::cold::ColdState;
+use crate::state::group::snapshot_v2::BucketsV2;
 use crate::state::group::{producer, Buckets, GroupLimits, GroupState};
 
 const MAGIC: &[u8; 8] = b"RILLGSNP";
-const VERSION: u16 = 2;
+const VERSION: u16 = 3;
+/// The oldest version still read (migrated by `snapshot_v2`).
+const OLDEST_READ: u16 = 2;
 const HEADER_LEN: usize = 30;
 const CHECKSUM_LEN: usize = 32;
 
@@ -76,8 +80,10 @@ impl GroupState {
             return Err(corrupt("bad magic"));
         }
         let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-        if version != VERSION {
-            return Err(corrupt(format!("unknown format version {version}")));
+        if !(OLDEST_READ..=VERSION).contains(&version) {
+            return Err(corrupt(format!(
+                "format version {version} is not one this build reads ({OLDEST_READ} to {VERSION})"
+            )));
         }
         let group = u32::from_le_bytes(array(&bytes[10..14]));
         let group_count = u32::from_le_bytes(array(&bytes[14..18]));
@@ -99,14 +105,18 @@ impl GroupState {
             return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
         }
         let body = &bytes[HEADER_LEN..body_end];
-        let ((buckets, cold), rest): ((Buckets, ColdState), &[u8]) =
-            postcard::take_from_bytes(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
-        if !rest.is_empty() {
-            return Err(corrupt("trailing bytes in the body"));
-        }
-        if postcard::to_stdvec(&(&buckets, &cold)).ok().as_deref() != Some(body) {
-            return Err(corrupt("body is not in canonical form"));
-        }
+        let (buckets, cold) = if version == VERSION {
+            decode_body::<Buckets>(body)?
+        } else {
+            let (old, cold) = decode_body::<BucketsV2>(body)?;
+            let buckets = old
+                .into_iter()
+                .map(|(bucket, streams)| {
+                    (bucket, streams.into_iter().map(|(name, stream)| (name, stream.migrate())).collect())
+                })
+                .collect();
+            (buckets, cold)
+        };
 
         let mut state = GroupState::new(group, group_count, limits);
         state.commit_index = commit_index;
@@ -162,6 +172,23 @@ impl GroupState {
         self.expiry = expiry;
         Ok(())
     }
+}
+
+/// Decodes a body of buckets `B` and the cold state, requiring the
+/// canonical encoding and no trailing byte.
+fn decode_body<B>(body: &[u8]) -> Result<(B, ColdState)>
+where
+    B: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let ((buckets, cold), rest): ((B, ColdState), &[u8]) =
+        postcard::take_from_bytes(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
+    if !rest.is_empty() {
+        return Err(corrupt("trailing bytes in the body"));
+    }
+    if postcard::to_stdvec(&(&buckets, &cold)).ok().as_deref() != Some(body) {
+        return Err(corrupt("body is not in canonical form"));
+    }
+    Ok((buckets, cold))
 }
 
 fn corrupt(what: impl Into<String>) -> Error {

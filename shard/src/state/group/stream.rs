@@ -19,6 +19,9 @@
 //!   `integrity.evicted`.
 //! - Application snapshots lie in `[retained_offset, next_offset]`, keyed by
 //!   their offset, each with the BLAKE3 digest of its payload.
+//! - `times` holds the hot records' times (see [`TimeRuns`]); no time is
+//!   above `last_at_ms`, the time of the newest record ever landed (kept
+//!   after its record is flushed or dropped, so stamps never go back).
 //!
 //! Payloads are kept as the caller's [`Bytes`]: a read inside one record is
 //! a zero-copy slice of it.
@@ -31,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::state::api::{AppSnapshot, HeadReply};
 use crate::state::group::cold::{ColdChunk, ColdChunks};
 use crate::state::group::producer::{Landed, ProducerState};
+use crate::state::group::times::TimeRuns;
 use crate::state::integrity::{record_digest, Integrity};
 use crate::state::name::StreamId;
 
@@ -64,6 +68,10 @@ pub struct StreamState {
     /// stream starts at zero.
     #[serde(skip)]
     pub(crate) unsettled: usize,
+    /// The hot records' times.
+    pub(crate) times: TimeRuns,
+    /// The newest record's time (0 before the first record).
+    pub(crate) last_at_ms: u64,
 }
 
 /// Streams are equal when what they hold is: the settled integrity is
@@ -87,6 +95,8 @@ impl PartialEq for StreamState {
             && self.snapshots == other.snapshots
             && self.incarnation == other.incarnation
             && self.cold == other.cold
+            && self.times == other.times
+            && self.last_at_ms == other.last_at_ms
             && self.settled_integrity() == other.settled_integrity()
     }
 }
@@ -116,6 +126,8 @@ impl StreamState {
             incarnation: 0,
             cold: ColdChunks::new(),
             unsettled: 0,
+            times: TimeRuns::default(),
+            last_at_ms: 0,
         }
     }
 
@@ -217,15 +229,22 @@ impl StreamState {
         self.snapshots.values().next_back()
     }
 
-    /// Accepts one payload at the tail (an empty payload adds no record but
-    /// still counts as an accepted append) and says where it landed.
-    pub(crate) fn land(&mut self, payload: &Bytes) -> Landed {
+    /// The hot records' times.
+    pub fn times(&self) -> &TimeRuns {
+        &self.times
+    }
+
+    /// The newest record's time (0 before the first record).
+    pub fn last_at_ms(&self) -> u64 {
+        self.last_at_ms
+    }
+
+    /// Accepts one payload at the tail, stamped `max(last time, now_ms)`
+    /// (an empty payload adds no record but still counts as an accepted
+    /// append) and says where it landed.
+    pub(crate) fn land(&mut self, payload: &Bytes, now_ms: u64) -> Landed {
         let start = self.next_offset;
-        if !payload.is_empty() {
-            self.next_offset = start + payload.len() as u64;
-            self.records.push_back((start, payload.clone()));
-            self.unsettled += 1;
-        }
+        self.push_record(payload, now_ms);
         self.append_count += 1;
         Landed {
             start_offset: start,
@@ -233,6 +252,21 @@ impl StreamState {
             append_count: self.append_count,
             closed: self.closed,
         }
+    }
+
+    /// Adds one record at the tail (nothing for an empty payload), stamped
+    /// `max(last time, now_ms)`, without counting an append: the further
+    /// records of a multi-record create or append.
+    pub(crate) fn push_record(&mut self, payload: &Bytes, now_ms: u64) {
+        if payload.is_empty() {
+            return;
+        }
+        let start = self.next_offset;
+        self.next_offset = start + payload.len() as u64;
+        self.records.push_back((start, payload.clone()));
+        self.unsettled += 1;
+        self.last_at_ms = self.last_at_ms.max(now_ms);
+        self.times.push(start, self.last_at_ms);
     }
 
     /// Moves `retained_offset` up to `offset` (which must be above it and at
@@ -256,6 +290,7 @@ impl StreamState {
             freed += payload.len() as u64;
             self.records.pop_front();
         }
+        self.times.trim_front(self.records.front().map(|(start, _)| *start));
         self.retained_offset = offset;
         self.snapshots = self.snapshots.split_off(&offset);
         (freed, dropped)
@@ -296,6 +331,7 @@ impl StreamState {
     pub(crate) fn pop_flushed(&mut self, count: usize, sum: crate::state::integrity::SetSum) {
         let settled = self.records.len() - self.unsettled;
         self.records.drain(..count);
+        self.times.trim_front(self.records.front().map(|(start, _)| *start));
         if count > settled {
             self.unsettled = self.records.len();
             let cold = self.cold.iter().fold(crate::state::integrity::SetSum::default(), |acc, c| acc.combined(c.sum));

@@ -147,11 +147,7 @@ impl GroupState {
             })?,
         }
         ensure(stream.integrity.live == live, || "live set-sum differs from the settled records".into())?;
-        let integrity = stream.settled_integrity();
-        let total = integrity.live.records.checked_add(integrity.evicted.records);
-        ensure(total.is_some_and(|total| total <= stream.append_count), || {
-            "more records than accepted appends".into()
-        })?;
+        verify_times(stream)?;
         ensure(stream.incarnation >= 1 && stream.incarnation <= self.commit_index, || {
             format!("incarnation {} is not a past commit index", stream.incarnation)
         })?;
@@ -217,4 +213,30 @@ impl GroupState {
         }
         Ok(())
     }
+}
+
+/// The time runs cover exactly the hot records (see `times.rs`).
+fn verify_times(stream: &StreamState) -> Check {
+    let mut runs = stream.times.iter().peekable();
+    let Some(&(first, _)) = runs.peek() else {
+        return ensure(stream.records.is_empty(), || "hot records without times".into());
+    };
+    ensure(stream.records.front().map(|(start, _)| *start) == Some(*first), || {
+        format!("the first time run starts at {first}, not at the first hot record")
+    })?;
+    let starts: BTreeSet<u64> = stream.records.iter().map(|(start, _)| *start).collect();
+    let mut previous: Option<(u64, u64)> = None;
+    for &(start, at_ms) in stream.times.iter() {
+        ensure(starts.contains(&start), || format!("a time run starts at {start}, inside a record"))?;
+        if let Some((before, before_ms)) = previous {
+            ensure(start > before && at_ms > before_ms, || {
+                format!("time runs ({before}, {before_ms}) and ({start}, {at_ms}) do not both increase")
+            })?;
+        }
+        ensure(at_ms <= stream.last_at_ms, || {
+            format!("a time run at {at_ms} ms is after the newest record's {} ms", stream.last_at_ms)
+        })?;
+        previous = Some((start, at_ms));
+    }
+    Ok(())
 }

@@ -11,6 +11,7 @@ mod cold;
 mod create;
 mod expiry;
 mod producer;
+mod records;
 mod retention;
 
 use bytes::Bytes;
