@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::channel::oneshot;
 use rill_shard::api::{
-    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
-    HeadReply, PublishSnapshot, Read, ReadReply, RecordsReply, SnapshotReply, WaitRead,
+    AcquireLease, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
+    CreateReply, HeadReply, Lease, PublishSnapshot, Read, ReadReply, RecordsReply, SnapshotReply, WaitRead,
 };
 use rill_shard::log::{LogFactory, LogStore};
 use rill_shard::node::calls::{self, output, Call};
@@ -321,6 +321,68 @@ impl Engine {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
         self.call(placement, calls::OffsetAt { id, at_ms }).await
+    }
+
+    /// Acquires a consumer group's lease on a stream (SPEC §2 "Leases and
+    /// committed offsets"): granted when the group is new, released,
+    /// expired or already this owner's, each time at a new generation.
+    /// Held by another live owner: `LeaseHeld` (temporary), naming the
+    /// holder and when its lease lapses.
+    pub async fn acquire_lease(&self, req: AcquireLease) -> Result<Lease> {
+        rill_shard::api::lease_ttl_ms(req.ttl)?;
+        let placement = self.locate(&req.id);
+        let (id, consumer_group, owner) = (req.id.clone(), req.consumer_group.clone(), req.owner.clone());
+        let reply = self.call(placement, req).await?;
+        Ok(Lease {
+            id,
+            consumer_group,
+            owner,
+            generation: reply.generation,
+            expires_at_ms: reply.expires_at_ms,
+            committed: reply.committed,
+        })
+    }
+
+    /// Renews a held lease for `ttl` from now (same generation). A lease
+    /// that is no longer the group's current one: `OwnershipLost`.
+    pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        rill_shard::api::lease_ttl_ms(ttl)?;
+        let placement = self.locate(&lease.id);
+        let reply = self.call(placement, calls::RenewLease { lease: lease.clone(), ttl }).await?;
+        Ok(Lease {
+            generation: reply.generation,
+            expires_at_ms: reply.expires_at_ms,
+            committed: reply.committed,
+            ..lease.clone()
+        })
+    }
+
+    /// Releases a held lease (the next acquire by anyone succeeds at once).
+    /// A lease that is no longer current: `OwnershipLost`.
+    pub async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let placement = self.locate(&lease.id);
+        self.call(placement, calls::ReleaseLease(lease.clone())).await
+    }
+
+    /// Commits the consumer group's next offset to read under `lease`, and
+    /// returns the committed offset after the call: the stored one when
+    /// `offset` is not above it (offsets never go back). Past the tail:
+    /// `OffsetOutOfRange`; a lease that is no longer current:
+    /// `OwnershipLost`, and nothing changes.
+    pub async fn commit_offset(&self, lease: &Lease, offset: u64) -> Result<u64> {
+        let placement = self.locate(&lease.id);
+        self.call(placement, calls::CommitOffset { lease: lease.clone(), offset }).await
+    }
+
+    /// A consumer group's committed offset (`None` before its first commit).
+    pub async fn committed_offset(
+        &self,
+        id: impl Borrow<StreamId>,
+        consumer_group: &str,
+    ) -> Result<Option<u64>> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        self.call(placement, calls::CommittedOffset { id, group: consumer_group.to_string() }).await
     }
 
     /// A stream's metadata; never renews a TTL.

@@ -46,9 +46,10 @@ pub use rill_shard::{Durability, WalConfig, WalIo};
 pub use shape::{LOCK_FILE, SHAPE_FILE};
 
 pub use rill_shard::api::{
-    AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, GroupSnapshot, HeadReply, ProducerArgs, PublishSnapshot, Read, ReadReply, Record,
-    RecordMeta, RecordsReply, SnapshotReply, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES,
+    AcquireLease, AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close,
+    CloseReply, Create, CreateReply, GroupSnapshot, HeadReply, Lease, ProducerArgs, PublishSnapshot, Read,
+    ReadReply, Record, RecordMeta, RecordsReply, SnapshotReply, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN,
+    MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL,
 };
 pub use rill_shard::{placement_hash, MAX_NAME_LEN};
 pub use rill_shard::{record_digest, Integrity, SetSum};

@@ -14,7 +14,10 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
-use rill_shard::state::command::{Command, CompactCommit, FlushCommit, Op, PackCommit, SliceCommit};
+use rill_shard::state::command::{
+    Command, CompactCommit, FlushCommit, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op,
+    PackCommit, SliceCommit,
+};
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
 use rill_shard::StreamId;
@@ -154,6 +157,32 @@ pub fn sample_commands() -> Vec<Command> {
         Op::from(
             Create::new(id("b", "json")).initial_records(vec![Bytes::from_static(b"1"), vec![9; 40].into()]),
         ),
+        Op::AcquireLease(LeaseAcquire {
+            id: a2.clone(),
+            group: "cg".into(),
+            owner: "o1".into(),
+            ttl_ms: 5_000,
+        }),
+        Op::RenewLease(LeaseRenew {
+            id: a2.clone(),
+            group: "cg".into(),
+            owner: "o1".into(),
+            generation: 1,
+            ttl_ms: 9,
+        }),
+        Op::CommitOffset(OffsetCommit {
+            id: a2.clone(),
+            group: "cg".into(),
+            owner: "o1".into(),
+            generation: 1,
+            offset: 4,
+        }),
+        Op::ReleaseLease(LeaseRelease {
+            id: a2.clone(),
+            group: "cg".into(),
+            owner: "o1".into(),
+            generation: 1,
+        }),
     ];
     ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect()
 }

@@ -45,6 +45,11 @@ impl Fault {
             ErrorKind::OffsetGone { offset, retained } => vec![*offset, *retained],
             ErrorKind::SnapshotConflict { offset } => vec![*offset],
             ErrorKind::TooManyStreams { limit } => vec![*limit],
+            ErrorKind::LeaseHeld { expires_at_ms, .. } => vec![*expires_at_ms],
+            ErrorKind::OwnershipLost { generation, current_generation, .. } => {
+                vec![*generation, *current_generation]
+            }
+            ErrorKind::TooManyConsumerGroups { limit } => vec![*limit],
             _ => Vec::new(),
         };
         Fault { code: error.code(), context }
@@ -95,6 +100,9 @@ pub enum Outcome {
     GcAcked { removed: u64 },
     Purged { removed_streams: u64, pending_removals: u64 },
     Compacted { replaced: bool },
+    Lease { generation: u64, expires_at_ms: u64, committed: Option<u64>, commit_index: u64 },
+    Released { commit_index: u64 },
+    Committed { committed: u64, commit_index: u64 },
 }
 
 /// Everything a command's application shows to the outside.
@@ -145,6 +153,16 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
                 Outcome::Purged { removed_streams: *removed_streams, pending_removals: *pending_gc_entries }
             }
             Response::Compacted { replaced } => Outcome::Compacted { replaced: *replaced },
+            Response::Lease(r) => Outcome::Lease {
+                generation: r.generation,
+                expires_at_ms: r.expires_at_ms,
+                committed: r.committed,
+                commit_index: r.commit_index,
+            },
+            Response::LeaseReleased { commit_index } => Outcome::Released { commit_index: *commit_index },
+            Response::OffsetCommitted { committed, commit_index } => {
+                Outcome::Committed { committed: *committed, commit_index: *commit_index }
+            }
         }),
     };
     Observed { result, mutated: applied.mutated, effects }

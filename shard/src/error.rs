@@ -70,6 +70,13 @@ pub enum ErrorCode {
     OffsetGone,
     /// Record boundaries asked of bytes a pack format without them holds.
     NoRecordIndex,
+    /// Another owner holds the consumer group's lease.
+    LeaseHeld,
+    /// The caller's lease is no longer the current one (another owner or
+    /// generation holds the consumer group).
+    OwnershipLost,
+    /// The stream already has its limit of consumer groups.
+    TooManyConsumerGroups,
     /// A snapshot already exists at that offset.
     SnapshotConflict,
     /// No snapshot at that offset.
@@ -122,6 +129,9 @@ impl ErrorCode {
             ErrorCode::OffsetOutOfRange => "offset_out_of_range",
             ErrorCode::OffsetGone => "offset_gone",
             ErrorCode::NoRecordIndex => "no_record_index",
+            ErrorCode::LeaseHeld => "lease_held",
+            ErrorCode::OwnershipLost => "ownership_lost",
+            ErrorCode::TooManyConsumerGroups => "too_many_consumer_groups",
             ErrorCode::SnapshotConflict => "snapshot_conflict",
             ErrorCode::SnapshotNotFound => "snapshot_not_found",
             ErrorCode::TooManyStreams => "too_many_streams",
@@ -144,6 +154,7 @@ impl ErrorCode {
     pub fn class(self) -> ErrorClass {
         match self {
             ErrorCode::LiveReadBackpressure
+            | ErrorCode::LeaseHeld
             | ErrorCode::ColdBackpressure
             | ErrorCode::DirectoryInUse
             | ErrorCode::Overloaded
@@ -264,6 +275,31 @@ pub enum ErrorKind {
         offset: u64,
         /// The pack file holding it.
         file: String,
+    },
+    /// Another owner holds the consumer group's lease until
+    /// `expires_at_ms`.
+    LeaseHeld {
+        /// The consumer group.
+        consumer_group: String,
+        /// Its current holder.
+        holder: String,
+        /// When the holder's lease lapses (group clock, Unix ms).
+        expires_at_ms: u64,
+    },
+    /// The caller's lease is not the consumer group's current one.
+    OwnershipLost {
+        /// The consumer group.
+        consumer_group: String,
+        /// The generation the caller presented.
+        generation: u64,
+        /// The group's current generation (0: the consumer group does not
+        /// exist).
+        current_generation: u64,
+    },
+    /// The stream already has `limit` consumer groups.
+    TooManyConsumerGroups {
+        /// `max_consumer_groups_per_stream`.
+        limit: u64,
     },
     /// A snapshot already exists at `offset`.
     SnapshotConflict {
@@ -407,6 +443,9 @@ impl ErrorKind {
             ErrorKind::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             ErrorKind::OffsetGone { .. } => ErrorCode::OffsetGone,
             ErrorKind::NoRecordIndex { .. } => ErrorCode::NoRecordIndex,
+            ErrorKind::LeaseHeld { .. } => ErrorCode::LeaseHeld,
+            ErrorKind::OwnershipLost { .. } => ErrorCode::OwnershipLost,
+            ErrorKind::TooManyConsumerGroups { .. } => ErrorCode::TooManyConsumerGroups,
             ErrorKind::SnapshotConflict { .. } => ErrorCode::SnapshotConflict,
             ErrorKind::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
             ErrorKind::TooManyStreams { .. } => ErrorCode::TooManyStreams,
@@ -641,6 +680,18 @@ impl fmt::Display for Error {
                 write!(f, "a different snapshot exists at offset {offset}")
             }
             ErrorKind::SnapshotNotFound { offset } => write!(f, "no snapshot at or below {offset}"),
+            ErrorKind::LeaseHeld { consumer_group, holder, expires_at_ms } => write!(
+                f,
+                "consumer group {consumer_group:?} is leased to {holder:?} until {expires_at_ms} ms"
+            ),
+            ErrorKind::OwnershipLost { consumer_group, generation, current_generation } => write!(
+                f,
+                "the lease of consumer group {consumer_group:?} at generation {generation} is no longer held \
+                 (current generation {current_generation})"
+            ),
+            ErrorKind::TooManyConsumerGroups { limit } => {
+                write!(f, "the stream already has its limit of {limit} consumer groups")
+            }
             ErrorKind::TooManyStreams { limit } => {
                 write!(f, "the group already holds its limit of {limit} streams")
             }

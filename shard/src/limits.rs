@@ -123,6 +123,7 @@ impl Limits {
             ("producer_window", self.group.producer_window as u64),
             ("max_producers_per_stream", self.group.max_producers_per_stream as u64),
             ("max_snapshots_per_stream", self.group.max_snapshots_per_stream as u64),
+            ("max_consumer_groups_per_stream", self.group.max_consumer_groups_per_stream as u64),
         ];
         for (name, value) in positive {
             if value == 0 {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Close, Create, ErrorCode};
-use rill_shard::state::command::{Command, Op};
+use rill_shard::state::command::{Command, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op};
 use rill_shard::state::group::{GroupLimits, GroupState};
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader};
 use rill_shard::wal::recovery;
@@ -70,9 +70,32 @@ fn commands_v3() -> Vec<Command> {
     let (a, c) = (sid("golden", "a"), sid("golden", "c"));
     let records = |list: &[&'static str]| list.iter().map(|r| Bytes::from_static(r.as_bytes())).collect();
     let mut all = commands();
+    let lease = |group: &str, owner: &str| (a.clone(), group.to_string(), owner.to_string());
+    let (id, group, owner) = lease("readers", "r1");
     let more = [
-        Op::from(Append::records(a, records(&["[1]", "{\"k\":2}", "3"])).producer("writer", 1, 1)),
+        Op::from(Append::records(a.clone(), records(&["[1]", "{\"k\":2}", "3"])).producer("writer", 1, 1)),
         Op::from(Create::new(c).content_type("application/json").initial_records(records(&["\"x\"", "[]"]))),
+        Op::AcquireLease(LeaseAcquire {
+            id: id.clone(),
+            group: group.clone(),
+            owner: owner.clone(),
+            ttl_ms: 30_000,
+        }),
+        Op::CommitOffset(OffsetCommit {
+            id: id.clone(),
+            group: group.clone(),
+            owner: owner.clone(),
+            generation: 1,
+            offset: 11,
+        }),
+        Op::RenewLease(LeaseRenew {
+            id: id.clone(),
+            group: group.clone(),
+            owner: owner.clone(),
+            generation: 1,
+            ttl_ms: 60_000,
+        }),
+        Op::ReleaseLease(LeaseRelease { id, group, owner, generation: 1 }),
     ];
     let base = all.len() as u64;
     all.extend(
@@ -169,7 +192,8 @@ fn checkpoint_decodes() {
     let committed = golden("checkpoint-v3.snap", &built.encode_snapshot());
     let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
     assert_eq!(decoded, built);
-    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 8));
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 12));
+    assert_eq!(decoded.committed_offset(&sid("golden", "a"), "readers", 0).unwrap(), Some(11));
     let a = decoded.stream(&sid("golden", "a")).unwrap();
     let times: Vec<(u64, u64)> = a.times().iter().copied().collect();
     assert_eq!(times, vec![(0, 1_700_000_000_001), (5, 1_700_000_000_004), (11, 1_700_000_000_106)]);

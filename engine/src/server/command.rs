@@ -417,7 +417,9 @@ mod tests {
         assert!(c.json && c.create.initial_payload.is_none());
         assert_eq!(status(req("POST", "/v1/stream/s", &ct, b"[]")), 400);
         let Command::Append(a) = req("POST", "/v1/stream/s", &ct, b"[1,2]").unwrap() else { panic!() };
-        assert_eq!(&a.append.payload[..], b"12");
+        // Each message is its own record of one append.
+        assert_eq!(&a.append.payload[..], b"1");
+        assert_eq!(a.append.more_records, vec![bytes::Bytes::from_static(b"2")]);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! share in [`rules`], the cold tier's in [`cold`].
 
 pub mod cold;
+pub mod leases;
 pub mod ops;
 pub mod rules;
 
@@ -68,6 +69,8 @@ pub struct ModelStream {
     /// The commit index that created this stream (flush and compaction
     /// commits name it, so a re-created stream is told apart).
     pub incarnation: u64,
+    /// Consumer groups: name -> (owner, generation, expires at, committed).
+    pub leases: BTreeMap<String, ModelLease>,
     /// Every record starting below this offset was moved to the cold tier.
     pub flushed: u64,
     /// The flushed ranges retention has not dropped, contiguous, ending at
@@ -104,6 +107,7 @@ impl ModelStream {
             attrs: None,
             snapshots: BTreeMap::new(),
             incarnation: 0,
+            leases: BTreeMap::new(),
             flushed: 0,
             chunks: Vec::new(),
         }
@@ -181,6 +185,15 @@ impl ModelStream {
             .map(|(&(start, end), &at)| (start, end, at))
             .filter(|&(_, end, _)| end > self.retained)
     }
+}
+
+/// One leased consumer group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelLease {
+    pub owner: Option<String>,
+    pub generation: u64,
+    pub expires_at: u64,
+    pub committed: Option<u64>,
 }
 
 /// A read as the model answers it.

@@ -49,6 +49,10 @@ impl Model {
             Op::GcAck { seqs } => self.gc_ack(seqs),
             Op::PurgeBucket { bucket } => self.purge(bucket, &mut effects),
             Op::CompactCommit(commit) => self.compact(commit, now),
+            Op::AcquireLease(req) => self.acquire(req, now),
+            Op::RenewLease(req) => self.renew(req, now),
+            Op::ReleaseLease(req) => self.release_lease(req, now),
+            Op::CommitOffset(req) => self.commit_offset(req, now),
         };
         Observed { result, mutated: self.commit_index != before, effects }
     }

@@ -182,6 +182,29 @@ impl Sim {
             ensure(producers == model_producers, "producers", || {
                 format!("{id}: real {producers:?}, model {model_producers:?}")
             })?;
+            // Consumer groups: owner, generation, expiry and committed offset.
+            let leases: Option<BTreeMap<String, (Option<String>, u64, u64, Option<u64>)>> =
+                real.stream(id).map(|s| {
+                    s.consumer_groups()
+                        .iter()
+                        .map(|(name, group)| {
+                            let rill_shard::state::group::ConsumerGroup::Lease(l) = group;
+                            (name.clone(), (l.owner.clone(), l.generation, l.expires_at_ms, l.committed))
+                        })
+                        .collect()
+                });
+            let model_leases: Option<BTreeMap<String, (Option<String>, u64, u64, Option<u64>)>> =
+                model.streams.get(id).map(|s| {
+                    s.leases
+                        .iter()
+                        .map(|(name, l)| {
+                            (name.clone(), (l.owner.clone(), l.generation, l.expires_at, l.committed))
+                        })
+                        .collect()
+                });
+            ensure(leases == model_leases, "leases", || {
+                format!("{id}: real {leases:?}, model {model_leases:?}")
+            })?;
             if depth != Depth::Bytes {
                 continue;
             }

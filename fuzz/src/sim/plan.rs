@@ -158,6 +158,19 @@ pub enum SimOp {
         s: usize,
         attrs: Option<u8>,
     },
+    /// A consumer group command: `action` 0 acquire, 1 renew, 2 release,
+    /// 3 commit (at `at`), by owner `owner` of group `group` (the third
+    /// group is over the limit of two), presenting the current generation
+    /// or, when `stale`, the one before.
+    Lease {
+        s: usize,
+        group: u8,
+        owner: u8,
+        action: u8,
+        ttl_ms: u16,
+        stale: bool,
+        at: At,
+    },
     /// A read; renews a TTL stream through a logged `Touch` when due, as
     /// the runtime does.
     Read {
@@ -282,17 +295,18 @@ impl SimOp {
             SimOp::ColdStart { .. } => "cold-start",
             SimOp::ColdStep { .. } => "cold-step",
             SimOp::Purge { .. } => "purge",
+            SimOp::Lease { .. } => "lease",
             SimOp::Crash { .. } => "crash",
         }
     }
 }
 
 /// Operation kinds, in the order of [`Mix`] weights.
-const KINDS: usize = 21;
+const KINDS: usize = 22;
 const APPEND: usize = 2;
 const DEVICE: usize = 14;
 const PURGE: usize = 19;
-const CRASH: usize = 20;
+const CRASH: usize = 21;
 /// Typical weights; each seed scales every one by 0 to 3 (some by 0), so
 /// seeds differ in what they stress.
 const BASE: [u32; KINDS] = [
@@ -316,6 +330,7 @@ const BASE: [u32; KINDS] = [
     4,  // cold start
     5,  // cold step
     1,  // purge (scaled down below)
+    3,  // lease
     1,  // crash (scaled down below)
 ];
 
@@ -369,6 +384,7 @@ fn setup(rng: &mut Rng) -> Setup {
             max_snapshots_per_stream: rng.range(1, 3) as usize,
             max_read_bytes: rng.range(8, 64) as usize,
             max_hot_bytes,
+            max_consumer_groups_per_stream: 2,
         },
         segment_bytes: 4096 * rng.range(2, 24),
         streams,
@@ -555,6 +571,15 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
         },
         18 => SimOp::ColdStep { core },
         19 => SimOp::Purge { bucket: rng.below(BUCKETS.len() as u64) as u8 },
+        20 => SimOp::Lease {
+            s: stream_pick(rng, setup),
+            group: rng.below(3) as u8,
+            owner: rng.below(2) as u8,
+            action: rng.weighted(&[3, 2, 1, 3]) as u8,
+            ttl_ms: rng.range(1, 4_000) as u16,
+            stale: rng.chance(1, 8),
+            at: at(rng),
+        },
         _ => SimOp::Crash {
             power_loss: rng.chance(mix.power_loss_pct, 100),
             corrupt: rng.chance(mix.corrupt_pct, 100),

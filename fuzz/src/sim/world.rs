@@ -28,7 +28,9 @@ use rill_shard::protocol::cold::ColdRun;
 use rill_shard::protocol::mutation::{admit_and_apply, Mutation};
 use rill_shard::protocol::pins::WalPins;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
-use rill_shard::state::command::{self, Applied, Command, Op};
+use rill_shard::state::command::{
+    self, Applied, Command, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op,
+};
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::device::WalDir;
 use rill_shard::wal::log::{EntryBody, LogEntry, LogStore};
@@ -377,6 +379,30 @@ impl Sim {
                 if due {
                     self.command(&id, Op::Touch(id.clone()))?;
                 }
+            }
+            SimOp::Lease { s, group, owner, action, ttl_ms, stale, at } => {
+                let id = self.target(*s);
+                let g = self.group_of(&id);
+                let group = format!("cg{group}");
+                let owner = ["alice", "bob"][usize::from(*owner) % 2].to_string();
+                let current = self.groups[g as usize]
+                    .model_live
+                    .streams
+                    .get(&id)
+                    .and_then(|st| st.leases.get(&group))
+                    .map_or(0, |l| l.generation);
+                let generation = if *stale { current.saturating_sub(1) } else { current };
+                let ttl_ms = u64::from(*ttl_ms);
+                let op = match action {
+                    0 => Op::AcquireLease(LeaseAcquire { id: id.clone(), group, owner, ttl_ms }),
+                    1 => Op::RenewLease(LeaseRenew { id: id.clone(), group, owner, generation, ttl_ms }),
+                    2 => Op::ReleaseLease(LeaseRelease { id: id.clone(), group, owner, generation }),
+                    _ => {
+                        let offset = self.offset(&id, *at);
+                        Op::CommitOffset(OffsetCommit { id: id.clone(), group, owner, generation, offset })
+                    }
+                };
+                self.command(&id, op)?;
             }
             SimOp::Publish { s, at, variant } => {
                 let id = self.target(*s);

@@ -8,11 +8,12 @@ use proptest::prelude::*;
 use rill_fuzz::{observe, Fault, Model};
 use rill_shard::error::ErrorCode;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot, Read};
-use rill_shard::state::command::{Command, Op};
+use rill_shard::state::command::{Command, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op};
 use rill_shard::state::group::GroupState;
 
 use crate::steps::{
-    id, limits, At, Digest, EpochPick, Life, Prod, SeqPick, Step, ATTRS, CONTENT_TYPES, IDS, PRODUCERS,
+    id, limits, At, Digest, EpochPick, LeaseAction, Life, Prod, SeqPick, Step, ATTRS, CONTENT_TYPES, IDS,
+    LEASE_NAMES, OWNERS, PRODUCERS,
 };
 
 /// The real machine and the model, side by side.
@@ -166,6 +167,40 @@ impl Run {
                     }
                 }
             }
+            Step::Lease { s, g, o, action, ttl_ms, stale, at } => {
+                let (group, owner) = (LEASE_NAMES[*g].to_string(), OWNERS[*o].to_string());
+                let current = self
+                    .model
+                    .streams
+                    .get(&id(*s))
+                    .and_then(|st| st.leases.get(&group))
+                    .map_or(0, |l| l.generation);
+                let generation = if *stale { current.saturating_sub(1) } else { current };
+                let sid = id(*s);
+                let op = match action {
+                    LeaseAction::Acquire => {
+                        Op::AcquireLease(LeaseAcquire { id: sid, group, owner, ttl_ms: *ttl_ms })
+                    }
+                    LeaseAction::Renew => {
+                        Op::RenewLease(LeaseRenew { id: sid, group, owner, generation, ttl_ms: *ttl_ms })
+                    }
+                    LeaseAction::Release => {
+                        Op::ReleaseLease(LeaseRelease { id: sid, group, owner, generation })
+                    }
+                    LeaseAction::Commit => {
+                        let offset = self.offset(*s, at);
+                        Op::CommitOffset(OffsetCommit { id: sid, group, owner, generation, offset })
+                    }
+                    LeaseAction::Committed => {
+                        let real =
+                            self.real.committed_offset(&sid, &group, self.now).map_err(|e| Fault::of(&e));
+                        let model = self.model.committed_offset(&sid, &group, self.now);
+                        prop_assert_eq!(real, model, "committed offset of {} {}", sid, group);
+                        return Ok(());
+                    }
+                };
+                self.command(op)?;
+            }
             Step::OffsetAt { s, back_ms } => {
                 let at_ms = self.now.saturating_sub(*back_ms);
                 let real = self
@@ -227,6 +262,7 @@ impl Run {
             | Step::ReadRecords { s, .. }
             | Step::ReadAllRecords(s)
             | Step::OffsetAt { s, .. }
+            | Step::Lease { s, .. }
             | Step::Bootstrap { s, .. } => *s = self.target(*s),
             Step::Advance(_) | Step::ExpireDue | Step::Roundtrip { .. } => {}
         }

@@ -24,6 +24,7 @@ pub(crate) fn limits() -> GroupLimits {
         max_snapshots_per_stream: 2,
         max_read_bytes: 24,
         max_hot_bytes: u64::MAX,
+        max_consumer_groups_per_stream: 2,
     }
 }
 
@@ -61,6 +62,20 @@ pub(crate) enum Life {
     Both,
     ZeroTtl,
 }
+
+#[derive(Clone, Debug)]
+pub(crate) enum LeaseAction {
+    Acquire,
+    Renew,
+    Release,
+    Commit,
+    Committed,
+}
+
+/// Consumer group names (two fit the limit of two) and owners (the empty
+/// one is refused).
+pub(crate) const LEASE_NAMES: [&str; 4] = ["g0", "g1", "g2", "g3"];
+pub(crate) const OWNERS: [&str; 3] = ["alice", "bob", ""];
 
 #[derive(Clone, Debug)]
 pub(crate) enum At {
@@ -147,6 +162,18 @@ pub(crate) enum Step {
     },
     /// Every record of a stream, by record reads from the retained start.
     ReadAllRecords(usize),
+    /// A consumer group command or query on stream `s`: group `g` and
+    /// owner `o` of a few names, a TTL, the generation the caller presents
+    /// (`stale` one below the current one) and, for commits, an offset.
+    Lease {
+        s: usize,
+        g: usize,
+        o: usize,
+        action: LeaseAction,
+        ttl_ms: u64,
+        stale: bool,
+        at: At,
+    },
     /// `offset_at` this many ms before now.
     OffsetAt {
         s: usize,
@@ -265,6 +292,22 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
         2 => (s(), at(), 0..30usize).prop_map(|(s, at, max_len)| Step::ReadRecords { s, at, max_len }),
         1 => s().prop_map(Step::ReadAllRecords),
         1 => (s(), 0..6_000u64).prop_map(|(s, back_ms)| Step::OffsetAt { s, back_ms }),
+        4 => (
+            s(),
+            prop_oneof![6 => 0..2usize, 1 => 2..LEASE_NAMES.len()],
+            prop_oneof![8 => 0..2usize, 1 => Just(2usize)],
+            prop_oneof![
+                3 => Just(LeaseAction::Acquire),
+                2 => Just(LeaseAction::Renew),
+                1 => Just(LeaseAction::Release),
+                3 => Just(LeaseAction::Commit),
+                1 => Just(LeaseAction::Committed),
+            ],
+            prop_oneof![6 => 1..3_000u64, 1 => Just(0u64)],
+            proptest::bool::weighted(0.15),
+            at(),
+        )
+            .prop_map(|(s, g, o, action, ttl_ms, stale, at)| Step::Lease { s, g, o, action, ttl_ms, stale, at }),
         1 => (s(), 0..30usize).prop_map(|(s, max_len)| Step::Bootstrap { s, max_len }),
         1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
     ]

@@ -11,10 +11,10 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::api::{
-    Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create, CreateReply,
-    GroupSnapshot, HeadReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
+    AcquireLease, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
+    CreateReply, GroupSnapshot, HeadReply, Lease, LeaseReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
 };
-use crate::state::command::{CompactCommit, FlushCommit, Op, Response};
+use crate::state::command::{CompactCommit, FlushCommit, LeaseRelease, LeaseRenew, OffsetCommit, Op, Response};
 use crate::state::name::StreamId;
 
 use super::envelope::{Reply, Request};
@@ -130,6 +130,33 @@ pub struct Bootstrap {
     /// Most update bytes returned.
     pub max_len: usize,
 }
+/// Renew a lease for `ttl`.
+#[derive(Clone, Debug)]
+pub struct RenewLease {
+    /// The lease held.
+    pub lease: Lease,
+    /// How long from now.
+    pub ttl: std::time::Duration,
+}
+/// Release a lease.
+#[derive(Clone, Debug)]
+pub struct ReleaseLease(pub Lease);
+/// Commit an offset under a lease.
+#[derive(Clone, Debug)]
+pub struct CommitOffset {
+    /// The lease held.
+    pub lease: Lease,
+    /// The next offset to read.
+    pub offset: u64,
+}
+/// A consumer group's committed offset.
+#[derive(Clone, Debug)]
+pub struct CommittedOffset {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub group: String,
+}
 /// The first record of a stream at or after a time.
 #[derive(Clone, Debug)]
 pub struct OffsetAt {
@@ -165,6 +192,13 @@ mutation!(Touch, "touch", |t| Op::Touch(t.0), bool, Response::Touched { renewed 
 mutation!(ExpireDue, "expire_due", |_e| Op::ExpireDue, usize, Response::Expired { removed } => removed.len());
 mutation!(FlushCommit, "flush_commit", |f| Op::FlushCommit(f), u64, Response::Flushed { chunks, .. } => chunks);
 mutation!(GcAck, "gc_ack", |g| Op::GcAck { seqs: g.0 }, u64, Response::GcAcked { removed } => removed);
+mutation!(AcquireLease, "acquire_lease", |a| Op::AcquireLease(a.into()), LeaseReply, Response::Lease(r) => r);
+mutation!(RenewLease, "renew_lease", |r| Op::RenewLease(LeaseRenew::of(&r.lease, r.ttl)), LeaseReply,
+    Response::Lease(l) => l);
+mutation!(ReleaseLease, "release_lease", |r| Op::ReleaseLease(LeaseRelease::of(&r.0)), (),
+    Response::LeaseReleased { .. } => ());
+mutation!(CommitOffset, "commit_offset", |c| Op::CommitOffset(OffsetCommit::of(&c.lease, c.offset)), u64,
+    Response::OffsetCommitted { committed, .. } => committed);
 mutation!(CompactCommit, "compact_commit", |c| Op::CompactCommit(c), bool,
     Response::Compacted { replaced } => replaced);
 
@@ -172,6 +206,8 @@ query!(Read, "read", |r| Request::Read(r), ReadReply, Reply::Read(r) => r);
 query!(WaitRead, "wait_read", |w| Request::WaitRead { read: w.read, timeout: w.timeout }, ReadReply,
     Reply::Read(r) => r);
 query!(Head, "head", |h| Request::Head(h.0), HeadReply, Reply::Head(r) => r);
+query!(CommittedOffset, "committed_offset", |c| Request::CommittedOffset { id: c.id, group: c.group },
+    Option<u64>, Reply::Committed(c) => c);
 query!(OffsetAt, "offset_at", |o| Request::OffsetAt { id: o.id, at_ms: o.at_ms }, u64,
     Reply::Offset(o) => o);
 query!(GetAttrs, "get_attrs", |g| Request::GetAttrs(g.0), Option<String>, Reply::Attrs(a) => a);

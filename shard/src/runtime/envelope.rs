@@ -47,6 +47,13 @@ pub enum Request {
     Head(StreamId),
     /// A stream's attributes.
     GetAttrs(StreamId),
+    /// A consumer group's committed offset.
+    CommittedOffset {
+        /// The stream.
+        id: StreamId,
+        /// The consumer group.
+        group: String,
+    },
     /// The first record at or after a time (the tail when none is).
     OffsetAt {
         /// The stream.
@@ -78,7 +85,10 @@ impl Request {
 
     /// True for requests whose latency is recorded as a read.
     pub fn is_read(&self) -> bool {
-        matches!(self, Request::Read(_) | Request::WaitRead { .. } | Request::OffsetAt { .. })
+        matches!(
+            self,
+            Request::Read(_) | Request::WaitRead { .. } | Request::OffsetAt { .. } | Request::CommittedOffset { .. }
+        )
     }
 }
 
@@ -95,6 +105,8 @@ pub enum Reply {
     Attrs(Option<String>),
     /// An offset.
     Offset(u64),
+    /// A committed offset, if any.
+    Committed(Option<u64>),
     /// A bootstrap.
     Bootstrap(BootstrapReply),
     /// A captured group state.

@@ -135,6 +135,10 @@ impl Group {
             }
             Request::Head(id) => answer(self.state.borrow_mut().head(&id, now).map(Reply::Head), reply),
             Request::GetAttrs(id) => answer(self.state.borrow().get_attrs(&id, now).map(Reply::Attrs), reply),
+            Request::CommittedOffset { id, group } => {
+                let result = self.state.borrow().committed_offset(&id, &group, now);
+                answer(result.map(Reply::Committed), reply)
+            }
             Request::OffsetAt { id, at_ms } => {
                 let result = self.state.borrow().offset_at(&id, at_ms, now, core.as_ref());
                 answer(result.map(Reply::Offset), reply)

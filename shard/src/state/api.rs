@@ -574,3 +574,84 @@ pub struct GroupSnapshot {
     /// they are in the target engine's `cold/` directory.
     pub pack_files: Vec<String>,
 }
+
+/// Longest lease a consumer may take or renew at once (one day).
+pub const MAX_LEASE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Longest consumer group and owner name, in bytes.
+pub const MAX_CONSUMER_NAME_LEN: usize = 255;
+
+/// Acquire the lease of consumer group `consumer_group` on a stream as
+/// `owner` (SPEC §2 "Leases and committed offsets").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcquireLease {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group (1 to 255 bytes).
+    pub consumer_group: String,
+    /// Who asks (1 to 255 bytes).
+    pub owner: String,
+    /// How long the lease lasts (at least 1 ms, at most [`MAX_LEASE_TTL`]);
+    /// 30 s by default.
+    pub ttl: Duration,
+}
+
+impl AcquireLease {
+    /// A lease request of `owner` for `consumer_group` on `id`, for 30 s.
+    pub fn new(id: impl std::borrow::Borrow<StreamId>, consumer_group: &str, owner: &str) -> Self {
+        AcquireLease {
+            id: id.borrow().clone(),
+            consumer_group: consumer_group.to_string(),
+            owner: owner.to_string(),
+            ttl: Duration::from_secs(30),
+        }
+    }
+    /// Sets how long the lease lasts.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+}
+
+/// A lease's milliseconds, checked: at least 1, at most [`MAX_LEASE_TTL`].
+pub fn lease_ttl_ms(ttl: Duration) -> Result<u64, Error> {
+    if ttl.is_zero() || ttl > MAX_LEASE_TTL {
+        return Err(Error::bad_request(format!(
+            "a lease lasts from 1 ms to {} s, not {ttl:?}",
+            MAX_LEASE_TTL.as_secs()
+        )));
+    }
+    Ok((ttl.as_millis() as u64).max(1))
+}
+
+/// What the group answers to an acquire or a renew.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseReply {
+    /// The lease's generation: every acquire raises it, a renew keeps it.
+    pub generation: u64,
+    /// When the lease lapses (group clock, Unix ms).
+    pub expires_at_ms: u64,
+    /// The consumer group's committed offset, if any.
+    pub committed: Option<u64>,
+    /// The group commit index the command was applied at.
+    pub commit_index: u64,
+}
+
+/// A held lease: what renew, release and commit present to prove
+/// ownership (the owner and the generation fence them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub consumer_group: String,
+    /// The holder.
+    pub owner: String,
+    /// The generation this holder got.
+    pub generation: u64,
+    /// When the lease lapses unless renewed (group clock, Unix ms).
+    pub expires_at_ms: u64,
+    /// The consumer group's committed offset when the lease was acquired or
+    /// last renewed.
+    pub committed: Option<u64>,
+}

@@ -15,12 +15,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 mod cold;
+mod lease;
 mod payload;
 
 pub use self::cold::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
+pub use self::lease::{LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit};
 pub use self::payload::{Append, AppendBatch, Close, Create, Producer, PublishSnapshot};
 
-use crate::state::api::{AppendReply, BatchReply, CloseReply, CreateReply, SnapshotReply};
+use crate::state::api::{AppendReply, BatchReply, CloseReply, CreateReply, LeaseReply, SnapshotReply};
 use crate::state::name::StreamId;
 
 /// One logged mutation of a group.
@@ -80,6 +82,14 @@ pub enum Op {
         append: Append,
         more: Vec<Bytes>,
     },
+    /// Acquire a consumer group's lease on a stream (WAL format 3).
+    AcquireLease(LeaseAcquire),
+    /// Renew a held lease (WAL format 3).
+    RenewLease(LeaseRenew),
+    /// Release a held lease (WAL format 3).
+    ReleaseLease(LeaseRelease),
+    /// Commit a consumer group's offset under its lease (WAL format 3).
+    CommitOffset(OffsetCommit),
 }
 
 /// The successful result of applying a command.
@@ -120,6 +130,18 @@ pub enum Response {
     },
     Compacted {
         replaced: bool,
+    },
+    /// A lease acquired or renewed.
+    Lease(LeaseReply),
+    /// A lease released.
+    LeaseReleased {
+        commit_index: u64,
+    },
+    /// The committed offset after a commit (the stored one when the
+    /// commit was lower).
+    OffsetCommitted {
+        committed: u64,
+        commit_index: u64,
     },
 }
 
@@ -223,6 +245,10 @@ impl Command {
             Op::CompactCommit(c) => {
                 id(&c.stream) + 4 * VARINT_MAX + c.inputs.len() as u64 * 2 * VARINT_MAX + pack(&c.output)
             }
+            Op::AcquireLease(l) => id(&l.id) + text(&l.group) + text(&l.owner) + VARINT_MAX,
+            Op::RenewLease(l) => id(&l.id) + text(&l.group) + text(&l.owner) + 2 * VARINT_MAX,
+            Op::ReleaseLease(l) => id(&l.id) + text(&l.group) + text(&l.owner) + VARINT_MAX,
+            Op::CommitOffset(c) => id(&c.id) + text(&c.group) + text(&c.owner) + 2 * VARINT_MAX,
         };
         // now_ms and the variant tag.
         2 * VARINT_MAX + op

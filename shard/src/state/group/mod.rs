@@ -33,6 +33,7 @@
 
 mod admin;
 pub mod cold;
+mod consumers;
 mod ops;
 mod producer;
 pub mod read;
@@ -59,6 +60,8 @@ pub use cold::{ColdChunk, ColdState, CompactPlan, FlushLimits, GcEntry, PackInfo
 pub use producer::{ItemFailure, ItemOutcome, Landed, ProducerEntry, ProducerState};
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use read::{ColdPiece, ColdRecords, HotOnly, Piece, ReadPlan};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use consumers::{ConsumerGroup, LeaseState};
 pub use stream::StreamState;
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use times::TimeRuns;
@@ -82,13 +85,21 @@ pub struct GroupLimits {
     /// Hot (not yet flushed) payload bytes the group may hold; appends
     /// beyond it are `ColdBackpressure` (SPEC §4).
     pub max_hot_bytes: u64,
+    /// Consumer groups one stream may have; one more is
+    /// `TooManyConsumerGroups`.
+    pub max_consumer_groups_per_stream: usize,
 }
 
 impl GroupLimits {
     /// These limits with the admission bounds lifted, for replaying a log
     /// whose commands were admitted under possibly different limits.
     pub fn for_replay(&self) -> GroupLimits {
-        GroupLimits { max_streams_per_group: u64::MAX, max_hot_bytes: u64::MAX, ..self.clone() }
+        GroupLimits {
+            max_streams_per_group: u64::MAX,
+            max_hot_bytes: u64::MAX,
+            max_consumer_groups_per_stream: usize::MAX,
+            ..self.clone()
+        }
     }
 }
 
@@ -101,6 +112,7 @@ impl Default for GroupLimits {
             max_snapshots_per_stream: 64,
             max_read_bytes: 16 << 20,
             max_hot_bytes: 64 << 20,
+            max_consumer_groups_per_stream: 64,
         }
     }
 }
@@ -199,6 +211,10 @@ impl GroupState {
             Op::GcAck { seqs } => self.gc_ack(seqs),
             Op::PurgeBucket { bucket } => self.purge_bucket(bucket, effects),
             Op::CompactCommit(commit) => self.compact_commit(commit, now),
+            Op::AcquireLease(req) => self.acquire_lease(req, now),
+            Op::RenewLease(req) => self.renew_lease(req, now),
+            Op::ReleaseLease(req) => self.release_lease(req, now),
+            Op::CommitOffset(req) => self.commit_offset(req, now),
         };
         let mutated = self.commit_index != before;
         debug_assert!(self.commit_index - before <= 1, "one command, one commit index");

@@ -5,8 +5,9 @@
 //! postcard encoding is positional, so the copy must keep every field, in
 //! order, with its type), and migrate to the current [`StreamState`]: every
 //! hot record gets the stream's creation time, which is at or before the
-//! time any later record is stamped with, so times stay non-decreasing.
-//! Nothing else changes meaning between the versions.
+//! time any later record is stamped with, so times stay non-decreasing;
+//! and no stream has consumer groups yet. Nothing else changes meaning
+//! between the versions.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -74,6 +75,7 @@ impl StreamV2 {
             unsettled: 0,
             times,
             last_at_ms,
+            consumers: BTreeMap::new(),
         }
     }
 }

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::api::{AppSnapshot, HeadReply};
 use crate::state::group::cold::{ColdChunk, ColdChunks};
+use crate::state::group::consumers::ConsumerGroup;
 use crate::state::group::producer::{Landed, ProducerState};
 use crate::state::group::times::TimeRuns;
 use crate::state::integrity::{record_digest, Integrity};
@@ -72,6 +73,8 @@ pub struct StreamState {
     pub(crate) times: TimeRuns,
     /// The newest record's time (0 before the first record).
     pub(crate) last_at_ms: u64,
+    /// Consumer groups by name (`consumers.rs`).
+    pub(crate) consumers: BTreeMap<String, ConsumerGroup>,
 }
 
 /// Streams are equal when what they hold is: the settled integrity is
@@ -97,6 +100,7 @@ impl PartialEq for StreamState {
             && self.cold == other.cold
             && self.times == other.times
             && self.last_at_ms == other.last_at_ms
+            && self.consumers == other.consumers
             && self.settled_integrity() == other.settled_integrity()
     }
 }
@@ -128,6 +132,7 @@ impl StreamState {
             unsettled: 0,
             times: TimeRuns::default(),
             last_at_ms: 0,
+            consumers: BTreeMap::new(),
         }
     }
 

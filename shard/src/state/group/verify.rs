@@ -148,6 +148,7 @@ impl GroupState {
         }
         ensure(stream.integrity.live == live, || "live set-sum differs from the settled records".into())?;
         verify_times(stream)?;
+        verify_consumers(stream)?;
         ensure(stream.incarnation >= 1 && stream.incarnation <= self.commit_index, || {
             format!("incarnation {} is not a past commit index", stream.incarnation)
         })?;
@@ -237,6 +238,31 @@ fn verify_times(stream: &StreamState) -> Check {
             format!("a time run at {at_ms} ms is after the newest record's {} ms", stream.last_at_ms)
         })?;
         previous = Some((start, at_ms));
+    }
+    Ok(())
+}
+
+/// Consumer groups: valid names, generations from 1, committed offsets
+/// within the stream, an owner on every lease not released.
+fn verify_consumers(stream: &StreamState) -> Check {
+    use crate::state::api::MAX_CONSUMER_NAME_LEN;
+    use crate::state::group::consumers::ConsumerGroup;
+    for (name, group) in stream.consumers.iter() {
+        ensure(!name.is_empty() && name.len() <= MAX_CONSUMER_NAME_LEN, || {
+            format!("consumer group name of {} bytes", name.len())
+        })?;
+        let ConsumerGroup::Lease(lease) = group;
+        ensure(lease.generation >= 1, || format!("consumer group {name:?} at generation 0"))?;
+        if let Some(owner) = &lease.owner {
+            ensure(!owner.is_empty() && owner.len() <= MAX_CONSUMER_NAME_LEN, || {
+                format!("owner name of {} bytes in consumer group {name:?}", owner.len())
+            })?;
+        }
+        if let Some(committed) = lease.committed {
+            ensure(committed <= stream.next_offset, || {
+                format!("consumer group {name:?} committed {committed}, past the tail {}", stream.next_offset)
+            })?;
+        }
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ mod cold;
 mod create;
 mod expiry;
 mod producer;
+mod leases;
 mod records;
 mod retention;
 
@@ -30,6 +31,7 @@ pub(super) fn small_limits() -> GroupLimits {
         max_snapshots_per_stream: 2,
         max_read_bytes: 64,
         max_hot_bytes: u64::MAX,
+        max_consumer_groups_per_stream: 4,
     }
 }
 
