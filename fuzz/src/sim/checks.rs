@@ -33,6 +33,10 @@ use super::kit::{ensure, guard, Fail};
 use crate::model::Model;
 use crate::observe::Fault;
 
+/// Consumer groups as both sides show them: name -> (owner, generation,
+/// expiry, committed offset).
+type Leases = BTreeMap<String, (Option<String>, u64, u64, Option<u64>)>;
+
 impl Sim {
     /// Reads on both sides; returns `(next_offset, up_to_date)` on success.
     pub fn compare_read(
@@ -183,25 +187,23 @@ impl Sim {
                 format!("{id}: real {producers:?}, model {model_producers:?}")
             })?;
             // Consumer groups: owner, generation, expiry and committed offset.
-            let leases: Option<BTreeMap<String, (Option<String>, u64, u64, Option<u64>)>> =
-                real.stream(id).map(|s| {
-                    s.consumer_groups()
-                        .iter()
-                        .map(|(name, group)| {
-                            let rill_shard::state::group::ConsumerGroup::Lease(l) = group;
-                            (name.clone(), (l.owner.clone(), l.generation, l.expires_at_ms, l.committed))
-                        })
-                        .collect()
-                });
-            let model_leases: Option<BTreeMap<String, (Option<String>, u64, u64, Option<u64>)>> =
-                model.streams.get(id).map(|s| {
-                    s.leases
-                        .iter()
-                        .map(|(name, l)| {
-                            (name.clone(), (l.owner.clone(), l.generation, l.expires_at, l.committed))
-                        })
-                        .collect()
-                });
+            let leases: Option<Leases> = real.stream(id).map(|s| {
+                s.consumer_groups()
+                    .iter()
+                    .map(|(name, group)| {
+                        let rill_shard::state::group::ConsumerGroup::Lease(l) = group;
+                        (name.clone(), (l.owner.clone(), l.generation, l.expires_at_ms, l.committed))
+                    })
+                    .collect()
+            });
+            let model_leases: Option<Leases> = model.streams.get(id).map(|s| {
+                s.leases
+                    .iter()
+                    .map(|(name, l)| {
+                        (name.clone(), (l.owner.clone(), l.generation, l.expires_at, l.committed))
+                    })
+                    .collect()
+            });
             ensure(leases == model_leases, "leases", || {
                 format!("{id}: real {leases:?}, model {model_leases:?}")
             })?;
