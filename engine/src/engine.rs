@@ -19,7 +19,8 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use rill_shard::api::{
     AcquireLease, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, HeadReply, Lease, PublishSnapshot, Read, ReadReply, RecordsReply, SnapshotReply, WaitRead,
+    CreateReply, HeadReply, Heartbeat, Lease, Membership, PublishSnapshot, Read, ReadReply, RecordsReply,
+    SnapshotReply, WaitRead,
 };
 use rill_shard::log::{LogFactory, LogStore};
 use rill_shard::node::calls::{self, output, Call};
@@ -383,6 +384,35 @@ impl Engine {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
         self.call(placement, calls::CommittedOffset { id, group: consumer_group.to_string() }).await
+    }
+
+    /// Where a consumer group's membership lives: the group that owns
+    /// `placement_hash(bucket, consumer_group)`.
+    fn locate_membership(&self, bucket: &str, consumer_group: &str) -> Placement {
+        let hash = rill_shard::placement_hash(bucket, consumer_group);
+        rill_shard::placement_of(hash, self.inner.config.groups, self.inner.config.cores)
+    }
+
+    /// A consumer's heartbeat in a consumer group (SPEC §2 "Membership"):
+    /// the consumer counts as live until `ttl` from now; the reply counts
+    /// the live consumers, this one included. Beyond
+    /// `max_consumers_per_group` live consumers: `TooManyConsumers`.
+    pub async fn heartbeat(&self, req: Heartbeat) -> Result<Membership> {
+        rill_shard::api::lease_ttl_ms(req.ttl)?;
+        let placement = self.locate_membership(&req.bucket, &req.consumer_group);
+        self.call(placement, req).await
+    }
+
+    /// A consumer leaves a consumer group (idempotent: leaving twice, or
+    /// without ever joining, is fine).
+    pub async fn leave(&self, bucket: &str, consumer_group: &str, consumer: &str) -> Result<()> {
+        let placement = self.locate_membership(bucket, consumer_group);
+        let call = calls::Leave {
+            bucket: bucket.to_string(),
+            group: consumer_group.to_string(),
+            consumer: consumer.to_string(),
+        };
+        self.call(placement, call).await
     }
 
     /// A stream's metadata; never renews a TTL.

@@ -28,6 +28,7 @@
 
 mod admin;
 mod config;
+pub mod consumer;
 mod engine;
 mod metrics;
 mod runtime;
@@ -47,9 +48,9 @@ pub use shape::{LOCK_FILE, SHAPE_FILE};
 
 pub use rill_shard::api::{
     AcquireLease, AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close,
-    CloseReply, Create, CreateReply, GroupSnapshot, HeadReply, Lease, ProducerArgs, PublishSnapshot, Read,
-    ReadReply, Record, RecordMeta, RecordsReply, SnapshotReply, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN,
-    MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL,
+    CloseReply, Create, CreateReply, GroupSnapshot, HeadReply, Heartbeat, Lease, Membership, ProducerArgs,
+    PublishSnapshot, Read, ReadReply, Record, RecordMeta, RecordsReply, SnapshotReply, DEFAULT_CONTENT_TYPE,
+    DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL,
 };
 pub use rill_shard::{placement_hash, MAX_NAME_LEN};
 pub use rill_shard::{record_digest, Integrity, SetSum};

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
 use rill_shard::state::command::{
-    Command, CompactCommit, FlushCommit, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op,
-    PackCommit, SliceCommit,
+    Command, CompactCommit, FlushCommit, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat,
+    MemberLeave, OffsetCommit, Op, PackCommit, SliceCommit,
 };
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
@@ -183,6 +183,13 @@ pub fn sample_commands() -> Vec<Command> {
             owner: "o1".into(),
             generation: 1,
         }),
+        Op::Heartbeat(MemberHeartbeat {
+            bucket: "a".into(),
+            group: "cg".into(),
+            consumer: "o1".into(),
+            ttl_ms: 7,
+        }),
+        Op::Leave(MemberLeave { bucket: "a".into(), group: "cg".into(), consumer: "o1".into() }),
     ];
     ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect()
 }

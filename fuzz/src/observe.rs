@@ -50,6 +50,7 @@ impl Fault {
                 vec![*generation, *current_generation]
             }
             ErrorKind::TooManyConsumerGroups { limit } => vec![*limit],
+            ErrorKind::TooManyConsumers { limit } => vec![*limit],
             _ => Vec::new(),
         };
         Fault { code: error.code(), context }
@@ -103,6 +104,8 @@ pub enum Outcome {
     Lease { generation: u64, expires_at_ms: u64, committed: Option<u64>, commit_index: u64 },
     Released { commit_index: u64 },
     Committed { committed: u64, commit_index: u64 },
+    Heartbeat { live_consumers: u32, commit_index: u64 },
+    Left { commit_index: u64 },
 }
 
 /// Everything a command's application shows to the outside.
@@ -163,6 +166,10 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
             Response::OffsetCommitted { committed, commit_index } => {
                 Outcome::Committed { committed: *committed, commit_index: *commit_index }
             }
+            Response::Heartbeat { membership, commit_index } => {
+                Outcome::Heartbeat { live_consumers: membership.live_consumers, commit_index: *commit_index }
+            }
+            Response::Left { commit_index } => Outcome::Left { commit_index: *commit_index },
         }),
     };
     Observed { result, mutated: applied.mutated, effects }

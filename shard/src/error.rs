@@ -77,6 +77,8 @@ pub enum ErrorCode {
     OwnershipLost,
     /// The stream already has its limit of consumer groups.
     TooManyConsumerGroups,
+    /// The consumer group already has its limit of live consumers.
+    TooManyConsumers,
     /// A snapshot already exists at that offset.
     SnapshotConflict,
     /// No snapshot at that offset.
@@ -132,6 +134,7 @@ impl ErrorCode {
             ErrorCode::LeaseHeld => "lease_held",
             ErrorCode::OwnershipLost => "ownership_lost",
             ErrorCode::TooManyConsumerGroups => "too_many_consumer_groups",
+            ErrorCode::TooManyConsumers => "too_many_consumers",
             ErrorCode::SnapshotConflict => "snapshot_conflict",
             ErrorCode::SnapshotNotFound => "snapshot_not_found",
             ErrorCode::TooManyStreams => "too_many_streams",
@@ -301,6 +304,11 @@ pub enum ErrorKind {
         /// `max_consumer_groups_per_stream`.
         limit: u64,
     },
+    /// The consumer group already has `limit` live consumers.
+    TooManyConsumers {
+        /// `max_consumers_per_group`.
+        limit: u64,
+    },
     /// A snapshot already exists at `offset`.
     SnapshotConflict {
         /// The snapshot's offset.
@@ -446,6 +454,7 @@ impl ErrorKind {
             ErrorKind::LeaseHeld { .. } => ErrorCode::LeaseHeld,
             ErrorKind::OwnershipLost { .. } => ErrorCode::OwnershipLost,
             ErrorKind::TooManyConsumerGroups { .. } => ErrorCode::TooManyConsumerGroups,
+            ErrorKind::TooManyConsumers { .. } => ErrorCode::TooManyConsumers,
             ErrorKind::SnapshotConflict { .. } => ErrorCode::SnapshotConflict,
             ErrorKind::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
             ErrorKind::TooManyStreams { .. } => ErrorCode::TooManyStreams,
@@ -691,6 +700,9 @@ impl fmt::Display for Error {
             ),
             ErrorKind::TooManyConsumerGroups { limit } => {
                 write!(f, "the stream already has its limit of {limit} consumer groups")
+            }
+            ErrorKind::TooManyConsumers { limit } => {
+                write!(f, "the consumer group already has its limit of {limit} live consumers")
             }
             ErrorKind::TooManyStreams { limit } => {
                 write!(f, "the group already holds its limit of {limit} streams")

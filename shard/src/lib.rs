@@ -85,7 +85,7 @@ pub use crate::limits::{
 pub use crate::metrics::{
     empty_histogram, CoreMetrics, CoreMetricsSnapshot, GroupMetrics, GroupMetricsSnapshot, LatencySummary,
 };
-pub use crate::placement::{placement_hash, Placement};
+pub use crate::placement::{placement_hash, placement_of, Placement};
 pub use crate::protocol::checkpoint::CheckpointConfig;
 pub use crate::protocol::cold::ColdConfig;
 pub use crate::state::api;

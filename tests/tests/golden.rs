@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Close, Create, ErrorCode};
-use rill_shard::state::command::{Command, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op};
+use rill_shard::state::command::{
+    Command, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op,
+};
 use rill_shard::state::group::{GroupLimits, GroupState};
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader};
 use rill_shard::wal::recovery;
@@ -96,6 +98,19 @@ fn commands_v3() -> Vec<Command> {
             ttl_ms: 60_000,
         }),
         Op::ReleaseLease(LeaseRelease { id, group, owner, generation: 1 }),
+        Op::Heartbeat(MemberHeartbeat {
+            bucket: "golden".into(),
+            group: "readers".into(),
+            consumer: "r1".into(),
+            ttl_ms: 10_000,
+        }),
+        Op::Heartbeat(MemberHeartbeat {
+            bucket: "golden".into(),
+            group: "readers".into(),
+            consumer: "r2".into(),
+            ttl_ms: 10_000,
+        }),
+        Op::Leave(MemberLeave { bucket: "golden".into(), group: "readers".into(), consumer: "r2".into() }),
     ];
     let base = all.len() as u64;
     all.extend(
@@ -192,7 +207,8 @@ fn checkpoint_decodes() {
     let committed = golden("checkpoint-v3.snap", &built.encode_snapshot());
     let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
     assert_eq!(decoded, built);
-    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 12));
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 15));
+    assert_eq!(decoded.live_consumers("golden", "readers", 1_700_000_000_200), 1);
     assert_eq!(decoded.committed_offset(&sid("golden", "a"), "readers", 0).unwrap(), Some(11));
     let a = decoded.stream(&sid("golden", "a")).unwrap();
     let times: Vec<(u64, u64)> = a.times().iter().copied().collect();

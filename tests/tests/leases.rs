@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rill::{AcquireLease, Append, Config, Create, Engine, ErrorClass, ErrorCode, ErrorKind};
+use rill::consumer::target_partition_count;
+use rill::{AcquireLease, Append, Config, Create, Engine, ErrorClass, ErrorCode, ErrorKind, Heartbeat};
 use rill_tests::sid;
 
 fn config(dir: &Path) -> Config {
@@ -152,6 +153,37 @@ fn committed_offsets_survive_kill_9() {
         assert!(matches!(held.kind(), ErrorKind::LeaseHeld { holder, .. } if holder == "child"), "{held}");
         let again = e.acquire_lease(AcquireLease::new(&id, "readers", "child")).await.unwrap();
         assert_eq!((again.generation, again.committed), (2, Some(committed)));
+        e.shutdown().await.unwrap();
+    });
+}
+
+// Membership: heartbeats count live consumers (routed to the group of the
+// bucket and consumer group), a lapsed consumer stops counting, leave is
+// idempotent, and the count feeds the balanced share of each consumer.
+#[test]
+fn membership_counts_live_consumers() {
+    let dir = tempfile::tempdir().unwrap();
+    futures::executor::block_on(async {
+        let e = Engine::open(config(dir.path())).unwrap();
+        let beat = |who: &str, ms: u64| Heartbeat::new("b", "projectors", who).ttl(Duration::from_millis(ms));
+        assert_eq!(e.heartbeat(beat("a", 60_000)).await.unwrap().live_consumers, 1);
+        assert_eq!(e.heartbeat(beat("b", 60_000)).await.unwrap().live_consumers, 2);
+        assert_eq!(e.heartbeat(beat("c", 1_000)).await.unwrap().live_consumers, 3);
+        assert_eq!(target_partition_count(16, 3, 1), 7);
+        std::thread::sleep(Duration::from_millis(1_200)); // "c" stops beating
+        let live = e.heartbeat(beat("a", 60_000)).await.unwrap().live_consumers;
+        assert_eq!(live, 2);
+        assert_eq!(target_partition_count(16, live as usize, 1), 9);
+        e.leave("b", "projectors", "b").await.unwrap();
+        e.leave("b", "projectors", "b").await.unwrap(); // idempotent
+        e.leave("b", "projectors", "never-joined").await.unwrap();
+        assert_eq!(e.heartbeat(beat("a", 60_000)).await.unwrap().live_consumers, 1);
+        let bad = e.heartbeat(beat("a", 0)).await.unwrap_err();
+        assert_eq!(bad.code(), ErrorCode::BadRequest);
+        e.shutdown().await.unwrap();
+        // Membership is logged: it survives a restart.
+        let e = Engine::open(config(dir.path())).unwrap();
+        assert_eq!(e.heartbeat(beat("d", 60_000)).await.unwrap().live_consumers, 2);
         e.shutdown().await.unwrap();
     });
 }

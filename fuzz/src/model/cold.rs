@@ -130,11 +130,13 @@ impl Model {
     }
 
     pub(crate) fn purge(&mut self, bucket: &str, effects: &mut Vec<Effect>) -> Answer {
-        if !self.buckets.contains(bucket) {
+        let has_members = self.members.keys().any(|(b, _)| b == bucket);
+        if !self.buckets.contains(bucket) && !has_members {
             let pending = self.pending_removals(bucket);
             return Ok(Outcome::Purged { removed_streams: 0, pending_removals: pending });
         }
         self.commit_index += 1;
+        self.members.retain(|(b, _), _| b != bucket);
         let ids: Vec<StreamId> = self.streams.keys().filter(|id| id.bucket() == bucket).cloned().collect();
         for id in &ids {
             self.drop_stream(id);

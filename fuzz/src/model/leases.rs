@@ -4,7 +4,9 @@
 //! them in the documented order before it changes anything.
 
 use rill_shard::error::ErrorCode;
-use rill_shard::state::command::{LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit};
+use rill_shard::state::command::{
+    LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit,
+};
 use rill_shard::StreamId;
 
 use crate::model::{Model, ModelLease};
@@ -119,5 +121,52 @@ impl Model {
     /// A consumer group's committed offset.
     pub fn committed_offset(&self, id: &StreamId, group: &str, now: u64) -> Result<Option<u64>, Fault> {
         Ok(self.find(id, now)?.leases.get(group).and_then(|l| l.committed))
+    }
+}
+
+impl Model {
+    pub(crate) fn heartbeat(&mut self, req: &MemberHeartbeat, now: u64) -> Answer {
+        if rill_shard::validate_name("bucket", &req.bucket).is_err() {
+            return Err(Fault::new(ErrorCode::InvalidName));
+        }
+        if !name_ok(&req.group) || !name_ok(&req.consumer) || req.ttl_ms == 0 || req.ttl_ms > MAX_TTL_MS {
+            return Err(bad());
+        }
+        let key = (req.bucket.clone(), req.group.clone());
+        let live: Vec<String> = self
+            .members
+            .get(&key)
+            .map(|m| m.iter().filter(|(_, until)| **until > now).map(|(c, _)| c.clone()).collect())
+            .unwrap_or_default();
+        let limit = self.limits.max_consumers_per_group;
+        if !live.contains(&req.consumer) && live.len() >= limit {
+            return Err(Fault::with(ErrorCode::TooManyConsumers, &[limit as u64]));
+        }
+        self.commit_index += 1;
+        let members = self.members.entry(key).or_default();
+        members.retain(|_, until| *until > now);
+        members.insert(req.consumer.clone(), now + req.ttl_ms);
+        let live_consumers = members.len() as u32;
+        Ok(Outcome::Heartbeat { live_consumers, commit_index: self.commit_index })
+    }
+
+    pub(crate) fn leave(&mut self, req: &MemberLeave, now: u64) -> Answer {
+        let key = (req.bucket.clone(), req.group.clone());
+        let Some(members) = self.members.get_mut(&key).filter(|m| m.contains_key(&req.consumer)) else {
+            return Ok(Outcome::Left { commit_index: self.commit_index });
+        };
+        self.commit_index += 1;
+        members.remove(&req.consumer);
+        members.retain(|_, until| *until > now);
+        if members.is_empty() {
+            self.members.remove(&key);
+        }
+        Ok(Outcome::Left { commit_index: self.commit_index })
+    }
+
+    /// Live consumers of a consumer group.
+    pub fn live_consumers(&self, bucket: &str, group: &str, now: u64) -> u32 {
+        let key = (bucket.to_string(), group.to_string());
+        self.members.get(&key).map_or(0, |m| m.values().filter(|until| **until > now).count() as u32)
     }
 }

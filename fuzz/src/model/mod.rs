@@ -213,6 +213,9 @@ pub struct Model {
     pub buckets: BTreeSet<String>,
     pub streams: BTreeMap<StreamId, ModelStream>,
     pub cold: ModelCold,
+    /// Consumer group membership: (bucket, consumer group) -> consumer ->
+    /// live until.
+    pub members: BTreeMap<(String, String), BTreeMap<String, u64>>,
 }
 
 /// A pack file some chunk still uses.
@@ -248,6 +251,7 @@ impl Model {
             buckets: BTreeSet::new(),
             streams: BTreeMap::new(),
             cold: ModelCold::default(),
+            members: BTreeMap::new(),
         }
     }
 

@@ -53,6 +53,8 @@ impl Model {
             Op::RenewLease(req) => self.renew(req, now),
             Op::ReleaseLease(req) => self.release_lease(req, now),
             Op::CommitOffset(req) => self.commit_offset(req, now),
+            Op::Heartbeat(req) => self.heartbeat(req, now),
+            Op::Leave(req) => self.leave(req, now),
         };
         Observed { result, mutated: self.commit_index != before, effects }
     }

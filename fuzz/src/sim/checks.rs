@@ -164,6 +164,14 @@ impl Sim {
         if depth == Depth::Counters {
             return Ok(());
         }
+        let members: BTreeMap<(String, String), BTreeMap<String, u64>> = real
+            .members()
+            .iter()
+            .flat_map(|(b, groups)| groups.iter().map(move |(g, m)| ((b.clone(), g.clone()), m.clone())))
+            .collect();
+        ensure(members == model.members, "membership", || {
+            format!("group {g}: real {members:?}, model {:?}", model.members)
+        })?;
         compare_cold(g, real, model)?;
         for id in self.setup.streams.iter().filter(|id| self.group_of(id) == g) {
             let now = self.now;

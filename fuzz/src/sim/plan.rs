@@ -159,7 +159,9 @@ pub enum SimOp {
         attrs: Option<u8>,
     },
     /// A consumer group command: `action` 0 acquire, 1 renew, 2 release,
-    /// 3 commit (at `at`), by owner `owner` of group `group` (the third
+    /// 3 commit (at `at`), 4 heartbeat, 5 leave (membership, in the group
+    /// of the stream's bucket and the consumer group), by owner `owner` of
+    /// group `group` (the third
     /// group is over the limit of two), presenting the current generation
     /// or, when `stale`, the one before.
     Lease {
@@ -385,6 +387,7 @@ fn setup(rng: &mut Rng) -> Setup {
             max_read_bytes: rng.range(8, 64) as usize,
             max_hot_bytes,
             max_consumer_groups_per_stream: 2,
+            max_consumers_per_group: 2,
         },
         segment_bytes: 4096 * rng.range(2, 24),
         streams,
@@ -575,7 +578,7 @@ fn op(rng: &mut Rng, setup: &Setup, mix: &Mix) -> SimOp {
             s: stream_pick(rng, setup),
             group: rng.below(3) as u8,
             owner: rng.below(2) as u8,
-            action: rng.weighted(&[3, 2, 1, 3]) as u8,
+            action: rng.weighted(&[3, 2, 1, 3, 2, 1]) as u8,
             ttl_ms: rng.range(1, 4_000) as u16,
             stale: rng.chance(1, 8),
             at: at(rng),

@@ -29,7 +29,8 @@ use rill_shard::protocol::mutation::{admit_and_apply, Mutation};
 use rill_shard::protocol::pins::WalPins;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
 use rill_shard::state::command::{
-    self, Applied, Command, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op,
+    self, Applied, Command, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave,
+    OffsetCommit, Op,
 };
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::device::WalDir;
@@ -393,6 +394,18 @@ impl Sim {
                     .map_or(0, |l| l.generation);
                 let generation = if *stale { current.saturating_sub(1) } else { current };
                 let ttl_ms = u64::from(*ttl_ms);
+                if *action >= 4 {
+                    // Membership lives in the group of (bucket, consumer group).
+                    let bucket = id.bucket().to_string();
+                    let hash = rill_shard::placement_hash(&bucket, &group);
+                    let g = rill_shard::placement_of(hash, self.setup.groups, self.setup.cores).group;
+                    let op = if *action == 4 {
+                        Op::Heartbeat(MemberHeartbeat { bucket, group, consumer: owner, ttl_ms })
+                    } else {
+                        Op::Leave(MemberLeave { bucket, group, consumer: owner })
+                    };
+                    return self.command_in(g, op, None);
+                }
                 let op = match action {
                     0 => Op::AcquireLease(LeaseAcquire { id: id.clone(), group, owner, ttl_ms }),
                     1 => Op::RenewLease(LeaseRenew { id: id.clone(), group, owner, generation, ttl_ms }),

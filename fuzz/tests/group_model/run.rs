@@ -8,7 +8,9 @@ use proptest::prelude::*;
 use rill_fuzz::{observe, Fault, Model};
 use rill_shard::error::ErrorCode;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot, Read};
-use rill_shard::state::command::{Command, LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Op};
+use rill_shard::state::command::{
+    Command, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op,
+};
 use rill_shard::state::group::GroupState;
 
 use crate::steps::{
@@ -191,6 +193,15 @@ impl Run {
                         let offset = self.offset(*s, at);
                         Op::CommitOffset(OffsetCommit { id: sid, group, owner, generation, offset })
                     }
+                    LeaseAction::Heartbeat => Op::Heartbeat(MemberHeartbeat {
+                        bucket: sid.bucket().to_string(),
+                        group,
+                        consumer: owner,
+                        ttl_ms: *ttl_ms,
+                    }),
+                    LeaseAction::Leave => {
+                        Op::Leave(MemberLeave { bucket: sid.bucket().to_string(), group, consumer: owner })
+                    }
                     LeaseAction::Committed => {
                         let real =
                             self.real.committed_offset(&sid, &group, self.now).map_err(|e| Fault::of(&e));
@@ -357,6 +368,13 @@ impl Run {
         prop_assert_eq!(self.real.hot_bytes(), self.model.hot_bytes());
         prop_assert_eq!(self.real.stream_count(), self.model.streams.len() as u64);
         prop_assert_eq!(self.real.next_expiry_ms(), self.model.next_expiry_ms());
+        let members: std::collections::BTreeMap<(String, String), _> = self
+            .real
+            .members()
+            .iter()
+            .flat_map(|(b, groups)| groups.iter().map(move |(g, m)| ((b.clone(), g.clone()), m.clone())))
+            .collect();
+        prop_assert_eq!(&members, &self.model.members, "membership");
         for s in 0..IDS {
             let real = self.real.head_view(&id(s), self.now).map_err(|e| Fault::of(&e));
             prop_assert_eq!(real, self.model.head(&id(s), self.now), "head of {}", id(s));

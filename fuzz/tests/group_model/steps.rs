@@ -25,6 +25,7 @@ pub(crate) fn limits() -> GroupLimits {
         max_read_bytes: 24,
         max_hot_bytes: u64::MAX,
         max_consumer_groups_per_stream: 2,
+        max_consumers_per_group: 2,
     }
 }
 
@@ -70,6 +71,8 @@ pub(crate) enum LeaseAction {
     Release,
     Commit,
     Committed,
+    Heartbeat,
+    Leave,
 }
 
 /// Consumer group names (two fit the limit of two) and owners (the empty
@@ -302,6 +305,8 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
                 1 => Just(LeaseAction::Release),
                 3 => Just(LeaseAction::Commit),
                 1 => Just(LeaseAction::Committed),
+                2 => Just(LeaseAction::Heartbeat),
+                1 => Just(LeaseAction::Leave),
             ],
             prop_oneof![6 => 1..3_000u64, 1 => Just(0u64)],
             proptest::bool::weighted(0.15),

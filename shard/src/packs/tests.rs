@@ -65,7 +65,8 @@ fn flushed_slices_and_compaction_outputs_carry_their_record_index() {
                 index.iter().collect::<Vec<_>>()
             })
             .unwrap();
-        let want: Vec<(u64, u64)> = records[i * 3..i * 3 + 3].iter().map(|(start, _)| (*start, 0)).collect();
+        // Every command of this test runs at 1 000 ms: every record's time.
+        let want: Vec<(u64, u64)> = records[i * 3..i * 3 + 3].iter().map(|(start, _)| (*start, 1_000)).collect();
         assert_eq!(starts, want, "chunk {i}");
     }
     let chunk = state.stream(&id).unwrap().cold_chunks().next().unwrap().clone();
@@ -78,7 +79,7 @@ fn flushed_slices_and_compaction_outputs_carry_their_record_index() {
     let inputs = compaction_inputs(&store, &state, plan).unwrap().expect("the run holds");
     let starts: Vec<u64> = records.iter().map(|(start, _)| *start).collect();
     assert_eq!(inputs.index.starts(), &starts[..]);
-    assert_eq!(inputs.index.runs(), &[(0, 0)]);
+    assert_eq!(inputs.index.runs(), &[(0, 1_000)]);
     let bytes: Vec<u8> = records.iter().flat_map(|(_, b)| b.to_vec()).collect();
     assert_eq!(inputs.parts.concat(), bytes);
     let output = write_compaction(&*dir, state.group(), plan, &inputs).unwrap();

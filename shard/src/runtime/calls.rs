@@ -12,9 +12,11 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::api::{
     AcquireLease, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, GroupSnapshot, HeadReply, Lease, LeaseReply, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
+    CreateReply, GroupSnapshot, HeadReply, Heartbeat, Lease, LeaseReply, Membership, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
 };
-use crate::state::command::{CompactCommit, FlushCommit, LeaseRelease, LeaseRenew, OffsetCommit, Op, Response};
+use crate::state::command::{
+    CompactCommit, FlushCommit, LeaseRelease, LeaseRenew, MemberLeave, OffsetCommit, Op, Response,
+};
 use crate::state::name::StreamId;
 
 use super::envelope::{Reply, Request};
@@ -149,6 +151,16 @@ pub struct CommitOffset {
     /// The next offset to read.
     pub offset: u64,
 }
+/// A consumer leaving a consumer group.
+#[derive(Clone, Debug)]
+pub struct Leave {
+    /// The bucket the consumer group reads.
+    pub bucket: String,
+    /// The consumer group.
+    pub group: String,
+    /// The consumer.
+    pub consumer: String,
+}
 /// A consumer group's committed offset.
 #[derive(Clone, Debug)]
 pub struct CommittedOffset {
@@ -199,6 +211,10 @@ mutation!(ReleaseLease, "release_lease", |r| Op::ReleaseLease(LeaseRelease::of(&
     Response::LeaseReleased { .. } => ());
 mutation!(CommitOffset, "commit_offset", |c| Op::CommitOffset(OffsetCommit::of(&c.lease, c.offset)), u64,
     Response::OffsetCommitted { committed, .. } => committed);
+mutation!(Heartbeat, "heartbeat", |h| Op::Heartbeat(h.into()), Membership,
+    Response::Heartbeat { membership, .. } => membership);
+mutation!(Leave, "leave", |l| Op::Leave(MemberLeave { bucket: l.bucket, group: l.group, consumer: l.consumer }),
+    (), Response::Left { .. } => ());
 mutation!(CompactCommit, "compact_commit", |c| Op::CompactCommit(c), bool,
     Response::Compacted { replaced } => replaced);
 

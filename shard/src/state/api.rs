@@ -655,3 +655,42 @@ pub struct Lease {
     /// last renewed.
     pub committed: Option<u64>,
 }
+
+/// A consumer's heartbeat in consumer group `consumer_group` of `bucket`
+/// (SPEC §2 "Membership"): it counts as live for `ttl` (30 s by default).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// The bucket the consumer group reads.
+    pub bucket: String,
+    /// The consumer group (1 to 255 bytes).
+    pub consumer_group: String,
+    /// The consumer (1 to 255 bytes).
+    pub consumer: String,
+    /// How long it counts as live without another heartbeat (at least
+    /// 1 ms, at most [`MAX_LEASE_TTL`]).
+    pub ttl: Duration,
+}
+
+impl Heartbeat {
+    /// A heartbeat of `consumer` in `consumer_group` of `bucket`, for 30 s.
+    pub fn new(bucket: &str, consumer_group: &str, consumer: &str) -> Self {
+        Heartbeat {
+            bucket: bucket.to_string(),
+            consumer_group: consumer_group.to_string(),
+            consumer: consumer.to_string(),
+            ttl: Duration::from_secs(30),
+        }
+    }
+    /// Sets how long the consumer counts as live.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+}
+
+/// A consumer group's membership after a heartbeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Membership {
+    /// Consumers whose last heartbeat has not lapsed, the caller included.
+    pub live_consumers: u32,
+}

@@ -110,3 +110,34 @@ impl OffsetCommit {
         }
     }
 }
+
+/// A consumer's heartbeat in a consumer group's membership.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberHeartbeat {
+    /// The bucket the consumer group reads.
+    pub bucket: String,
+    /// The consumer group.
+    pub group: String,
+    /// The consumer.
+    pub consumer: String,
+    /// How long the consumer counts as live from the command's `now_ms`.
+    pub ttl_ms: u64,
+}
+
+/// A consumer leaving a consumer group's membership.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberLeave {
+    /// The bucket the consumer group reads.
+    pub bucket: String,
+    /// The consumer group.
+    pub group: String,
+    /// The consumer.
+    pub consumer: String,
+}
+
+impl From<api::Heartbeat> for MemberHeartbeat {
+    fn from(h: api::Heartbeat) -> Self {
+        let ttl_ms = u64::try_from(h.ttl.as_millis()).unwrap_or(u64::MAX);
+        MemberHeartbeat { bucket: h.bucket, group: h.consumer_group, consumer: h.consumer, ttl_ms }
+    }
+}

@@ -19,10 +19,10 @@ mod lease;
 mod payload;
 
 pub use self::cold::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
-pub use self::lease::{LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit};
+pub use self::lease::{LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit};
 pub use self::payload::{Append, AppendBatch, Close, Create, Producer, PublishSnapshot};
 
-use crate::state::api::{AppendReply, BatchReply, CloseReply, CreateReply, LeaseReply, SnapshotReply};
+use crate::state::api::{AppendReply, BatchReply, CloseReply, CreateReply, LeaseReply, Membership, SnapshotReply};
 use crate::state::name::StreamId;
 
 /// One logged mutation of a group.
@@ -90,6 +90,10 @@ pub enum Op {
     ReleaseLease(LeaseRelease),
     /// Commit a consumer group's offset under its lease (WAL format 3).
     CommitOffset(OffsetCommit),
+    /// A consumer's heartbeat in a consumer group (WAL format 3).
+    Heartbeat(MemberHeartbeat),
+    /// A consumer leaving a consumer group (WAL format 3).
+    Leave(MemberLeave),
 }
 
 /// The successful result of applying a command.
@@ -141,6 +145,15 @@ pub enum Response {
     /// commit was lower).
     OffsetCommitted {
         committed: u64,
+        commit_index: u64,
+    },
+    /// A heartbeat's membership.
+    Heartbeat {
+        membership: Membership,
+        commit_index: u64,
+    },
+    /// A consumer left (or was not a member).
+    Left {
         commit_index: u64,
     },
 }
@@ -249,6 +262,8 @@ impl Command {
             Op::RenewLease(l) => id(&l.id) + text(&l.group) + text(&l.owner) + 2 * VARINT_MAX,
             Op::ReleaseLease(l) => id(&l.id) + text(&l.group) + text(&l.owner) + VARINT_MAX,
             Op::CommitOffset(c) => id(&c.id) + text(&c.group) + text(&c.owner) + 2 * VARINT_MAX,
+            Op::Heartbeat(h) => text(&h.bucket) + text(&h.group) + text(&h.consumer) + VARINT_MAX,
+            Op::Leave(l) => text(&l.bucket) + text(&l.group) + text(&l.consumer),
         };
         // now_ms and the variant tag.
         2 * VARINT_MAX + op

@@ -451,11 +451,14 @@ impl GroupState {
     }
 
     pub(crate) fn purge_bucket(&mut self, bucket: &str, effects: &mut Vec<Effect>) -> Result<Response> {
-        let Some(streams) = self.buckets.get(bucket) else {
+        let ids: Vec<StreamId> =
+            self.buckets.get(bucket).map(|streams| streams.values().map(|s| s.id.clone()).collect()).unwrap_or_default();
+        if !self.buckets.contains_key(bucket) && !self.members.contains_key(bucket) {
             return Ok(Response::Purged { removed_streams: 0, pending_gc_entries: self.pending_gc(bucket) });
-        };
-        let ids: Vec<StreamId> = streams.values().map(|s| s.id.clone()).collect();
+        }
         self.bump();
+        // Membership names its bucket's consumers: it goes with the bucket.
+        self.members.remove(bucket);
         for id in &ids {
             self.remove_stream(id);
             effects.push(Effect::Removed(id.clone()));

@@ -34,6 +34,7 @@
 mod admin;
 pub mod cold;
 mod consumers;
+mod members;
 mod ops;
 mod producer;
 pub mod read;
@@ -88,6 +89,9 @@ pub struct GroupLimits {
     /// Consumer groups one stream may have; one more is
     /// `TooManyConsumerGroups`.
     pub max_consumer_groups_per_stream: usize,
+    /// Live consumers one consumer group's membership may hold; one more
+    /// is `TooManyConsumers`.
+    pub max_consumers_per_group: usize,
 }
 
 impl GroupLimits {
@@ -98,6 +102,7 @@ impl GroupLimits {
             max_streams_per_group: u64::MAX,
             max_hot_bytes: u64::MAX,
             max_consumer_groups_per_stream: usize::MAX,
+            max_consumers_per_group: usize::MAX,
             ..self.clone()
         }
     }
@@ -113,6 +118,7 @@ impl Default for GroupLimits {
             max_read_bytes: 16 << 20,
             max_hot_bytes: 64 << 20,
             max_consumer_groups_per_stream: 64,
+            max_consumers_per_group: 4096,
         }
     }
 }
@@ -136,6 +142,8 @@ pub struct GroupState {
     expiry: BTreeSet<(u64, StreamId)>,
     /// Packs and the reclamation queue.
     cold: cold::ColdState,
+    /// Consumer group membership (`members.rs`).
+    members: members::Members,
 }
 
 impl GroupState {
@@ -151,6 +159,7 @@ impl GroupState {
             stream_count: 0,
             expiry: BTreeSet::new(),
             cold: cold::ColdState::default(),
+            members: BTreeMap::new(),
         }
     }
 
@@ -215,6 +224,8 @@ impl GroupState {
             Op::RenewLease(req) => self.renew_lease(req, now),
             Op::ReleaseLease(req) => self.release_lease(req, now),
             Op::CommitOffset(req) => self.commit_offset(req, now),
+            Op::Heartbeat(req) => self.heartbeat(req, now),
+            Op::Leave(req) => self.leave(req, now),
         };
         let mutated = self.commit_index != before;
         debug_assert!(self.commit_index - before <= 1, "one command, one commit index");

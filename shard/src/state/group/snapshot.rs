@@ -9,10 +9,11 @@
 //!     14     4  u32le group_count
 //!     18     8  u64le commit_index
 //!     26     4  u32le body length N
-//!     30     N  body: postcard of (buckets map, cold state):
+//!     30     N  body: postcard of (buckets map, cold state, members):
 //!                bucket -> stream -> stream state (hot records, their
-//!                time runs and cold chunk references), then packs and
-//!                the GC queue
+//!                time runs, cold chunk references, consumer groups), then
+//!                packs and the GC queue, then consumer group membership
+//!                (version 2 has no membership)
 //!   30+N    32  BLAKE3 of bytes [0, 30+N)
 //! ```
 //!
@@ -32,6 +33,7 @@ use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
 use crate::state::group::cold::ColdState;
+use crate::state::group::members::Members;
 use crate::state::group::snapshot_v2::BucketsV2;
 use crate::state::group::{producer, Buckets, GroupLimits, GroupState};
 
@@ -55,8 +57,8 @@ impl GroupState {
             settled.settle_all();
             return settled.encode_snapshot();
         }
-        let body =
-            postcard::to_stdvec(&(&self.buckets, &self.cold)).expect("a group state always serialises");
+        let body = postcard::to_stdvec(&(&self.buckets, &self.cold, &self.members))
+            .expect("a group state always serialises");
         let body_len = u32::try_from(body.len()).expect("a group snapshot body fits in 4 GiB");
         let mut out = Vec::with_capacity(HEADER_LEN + body.len() + CHECKSUM_LEN);
         out.extend_from_slice(MAGIC);
@@ -105,23 +107,24 @@ impl GroupState {
             return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
         }
         let body = &bytes[HEADER_LEN..body_end];
-        let (buckets, cold) = if version == VERSION {
-            decode_body::<Buckets>(body)?
+        let (buckets, cold, members) = if version == VERSION {
+            decode_body::<(Buckets, ColdState, Members)>(body)?
         } else {
-            let (old, cold) = decode_body::<BucketsV2>(body)?;
+            let (old, cold) = decode_body::<(BucketsV2, ColdState)>(body)?;
             let buckets = old
                 .into_iter()
                 .map(|(bucket, streams)| {
                     (bucket, streams.into_iter().map(|(name, stream)| (name, stream.migrate())).collect())
                 })
                 .collect();
-            (buckets, cold)
+            (buckets, cold, Members::new())
         };
 
         let mut state = GroupState::new(group, group_count, limits);
         state.commit_index = commit_index;
         state.buckets = buckets;
         state.cold = cold;
+        state.members = members;
         state.trim_to_limits();
         state.rebuild_derived()?;
         state.verify().map_err(|what| corrupt(format!("invariant violated: {what}")))?;
@@ -174,21 +177,21 @@ impl GroupState {
     }
 }
 
-/// Decodes a body of buckets `B` and the cold state, requiring the
+/// Decodes a body `B` (a version's tuple of parts), requiring the
 /// canonical encoding and no trailing byte.
-fn decode_body<B>(body: &[u8]) -> Result<(B, ColdState)>
+fn decode_body<B>(body: &[u8]) -> Result<B>
 where
     B: serde::Serialize + serde::de::DeserializeOwned,
 {
-    let ((buckets, cold), rest): ((B, ColdState), &[u8]) =
+    let (parts, rest): (B, &[u8]) =
         postcard::take_from_bytes(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
     if !rest.is_empty() {
         return Err(corrupt("trailing bytes in the body"));
     }
-    if postcard::to_stdvec(&(&buckets, &cold)).ok().as_deref() != Some(body) {
+    if postcard::to_stdvec(&parts).ok().as_deref() != Some(body) {
         return Err(corrupt("body is not in canonical form"));
     }
-    Ok((buckets, cold))
+    Ok(parts)
 }
 
 fn corrupt(what: impl Into<String>) -> Error {

@@ -38,6 +38,7 @@ impl GroupState {
     /// Checks every invariant of the group and its streams.
     pub fn verify(&self) -> Check {
         ensure(self.group < self.group_count.max(1), || "group is not below group_count".into())?;
+        self.verify_members()?;
         let mut hot_bytes = 0u64;
         let mut stream_count = 0u64;
         let mut expiry = BTreeSet::new();
@@ -265,4 +266,22 @@ fn verify_consumers(stream: &StreamState) -> Check {
         }
     }
     Ok(())
+}
+
+impl GroupState {
+    /// Membership: valid names, no empty consumer group or bucket entry.
+    fn verify_members(&self) -> Check {
+        use crate::state::api::MAX_CONSUMER_NAME_LEN;
+        let name_ok = |n: &String| !n.is_empty() && n.len() <= MAX_CONSUMER_NAME_LEN;
+        for (bucket, groups) in self.members() {
+            validate_name("bucket", bucket).map_err(|e| format!("membership bucket {bucket:?}: {e}"))?;
+            ensure(!groups.is_empty(), || format!("membership bucket {bucket:?} without consumer groups"))?;
+            for (group, members) in groups {
+                ensure(name_ok(group), || format!("membership consumer group name of {} bytes", group.len()))?;
+                ensure(!members.is_empty(), || format!("consumer group {group:?} without members"))?;
+                ensure(members.keys().all(name_ok), || format!("a consumer name in {group:?} is out of bounds"))?;
+            }
+        }
+        Ok(())
+    }
 }

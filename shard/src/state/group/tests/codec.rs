@@ -121,12 +121,20 @@ fn sealed_garbage_is_corrupted() {
     let bad_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
         BTreeMap::from([("a/b".to_string(), BTreeMap::new())]);
     let cold = crate::state::group::ColdState::default();
-    let body = postcard::to_stdvec(&(&bad_bucket, &cold)).unwrap();
+    let members: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> = BTreeMap::new();
+    let body = postcard::to_stdvec(&(&bad_bucket, &cold, &members)).unwrap();
     assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
     let good_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
         BTreeMap::from([("ab".to_string(), BTreeMap::new())]);
-    let body = postcard::to_stdvec(&(&good_bucket, &cold)).unwrap();
+    let body = postcard::to_stdvec(&(&good_bucket, &cold, &members)).unwrap();
     assert!(decode(&seal(0, 1, 0, &body)).is_ok());
+    // So does a membership bucket, and an empty consumer group is refused.
+    let bad_members = BTreeMap::from([("a/b".to_string(), BTreeMap::from([("g".to_string(), BTreeMap::from([("c".to_string(), 5u64)]))]))]);
+    let body = postcard::to_stdvec(&(&good_bucket, &cold, &bad_members)).unwrap();
+    assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
+    let empty_group = BTreeMap::from([("ab".to_string(), BTreeMap::from([("g".to_string(), BTreeMap::<String, u64>::new())]))]);
+    let body = postcard::to_stdvec(&(&good_bucket, &cold, &empty_group)).unwrap();
+    assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
     let mut bad_version = bytes.clone();
     bad_version[8] = 1;
     assert_eq!(decode(&bad_version).unwrap_err().code(), ErrorCode::Corrupted);

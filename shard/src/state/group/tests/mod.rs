@@ -12,6 +12,7 @@ mod create;
 mod expiry;
 mod producer;
 mod leases;
+mod members;
 mod records;
 mod retention;
 
@@ -32,6 +33,7 @@ pub(super) fn small_limits() -> GroupLimits {
         max_read_bytes: 64,
         max_hot_bytes: u64::MAX,
         max_consumer_groups_per_stream: 4,
+        max_consumers_per_group: 2,
     }
 }
 
