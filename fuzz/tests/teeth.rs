@@ -134,6 +134,15 @@ fn retiring_pinned_records_is_caught() {
     );
 }
 
+// SPEC §2 leases: a commit needs the current owner and generation; one
+// accepted under a stale lease lets a paused owner overwrite its
+// successor's offset, and the model (which fences) disagrees.
+#[test]
+fn a_commit_under_a_stale_lease_is_caught() {
+    let caught = catch(Bug::StaleLeaseCommit);
+    assert!(caught.iter().all(|(_, f)| f.check == "reply"), "{caught:?}");
+}
+
 // The shrinker turns a caught failure into a short list of operations that
 // still fails the same check when replayed with `--keep`.
 #[test]

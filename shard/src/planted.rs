@@ -57,11 +57,14 @@ pub enum Bug {
     /// Retiring the log ignores the WAL pins of groups whose records no
     /// durable checkpoint holds yet (`protocol/pins.rs`).
     RetirePinned = 11,
+    /// A commit under a stale lease (another owner or an older generation)
+    /// is accepted (`group/consumers.rs`).
+    StaleLeaseCommit = 12,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -73,6 +76,7 @@ impl Bug {
         Bug::SkipPackSync,
         Bug::AckAfterFailedFsync,
         Bug::RetirePinned,
+        Bug::StaleLeaseCommit,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -89,6 +93,7 @@ impl Bug {
             Bug::SkipPackSync => "skip-pack-sync",
             Bug::AckAfterFailedFsync => "ack-after-failed-fsync",
             Bug::RetirePinned => "retire-pinned",
+            Bug::StaleLeaseCommit => "stale-lease-commit",
         }
     }
 
