@@ -29,34 +29,13 @@
 //! namespace holds every consumer group of a stream (leases now; the
 //! queue groups of a later command share it).
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::api::{LeaseReply, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL};
 use crate::state::command::{LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Response};
+use crate::state::group::consumer_state::{ConsumerGroup, LeaseState};
 use crate::state::group::stream::StreamState;
 use crate::state::group::GroupState;
 use crate::state::name::StreamId;
-
-/// One consumer group of a stream.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ConsumerGroup {
-    /// A group read by one owner at a time under a fenced lease.
-    Lease(LeaseState),
-}
-
-/// A leased consumer group.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaseState {
-    /// The holder; `None` once released.
-    pub owner: Option<String>,
-    /// Raised by every acquire and every release; at least 1.
-    pub generation: u64,
-    /// When the holder's lease lapses (group clock, Unix ms).
-    pub expires_at_ms: u64,
-    /// The next offset to read, once committed.
-    pub committed: Option<u64>,
-}
 
 /// Checks a consumer group or owner name.
 fn check_name(what: &str, name: &str) -> Result<()> {

@@ -33,6 +33,7 @@
 
 mod admin;
 pub mod cold;
+mod consumer_state;
 mod consumers;
 mod members;
 mod ops;
@@ -62,7 +63,7 @@ pub use producer::{ItemFailure, ItemOutcome, Landed, ProducerEntry, ProducerStat
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use read::{ColdPiece, ColdRecords, HotOnly, Piece, ReadPlan};
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
-pub use consumers::{ConsumerGroup, LeaseState};
+pub use consumer_state::{ConsumerGroup, LeaseState};
 pub use stream::StreamState;
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use times::TimeRuns;

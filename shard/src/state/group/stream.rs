@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::api::{AppSnapshot, HeadReply};
 use crate::state::group::cold::{ColdChunk, ColdChunks};
-use crate::state::group::consumers::ConsumerGroup;
+use crate::state::group::consumer_state::ConsumerGroup;
 use crate::state::group::producer::{Landed, ProducerState};
 use crate::state::group::times::TimeRuns;
 use crate::state::integrity::{record_digest, Integrity};

@@ -247,7 +247,7 @@ fn verify_times(stream: &StreamState) -> Check {
 /// within the stream, an owner on every lease not released.
 fn verify_consumers(stream: &StreamState) -> Check {
     use crate::state::api::MAX_CONSUMER_NAME_LEN;
-    use crate::state::group::consumers::ConsumerGroup;
+    use crate::state::group::consumer_state::ConsumerGroup;
     for (name, group) in stream.consumers.iter() {
         ensure(!name.is_empty() && name.len() <= MAX_CONSUMER_NAME_LEN, || {
             format!("consumer group name of {} bytes", name.len())
