@@ -615,13 +615,13 @@ impl AcquireLease {
 
 /// A lease's milliseconds, checked: at least 1, at most [`MAX_LEASE_TTL`].
 pub fn lease_ttl_ms(ttl: Duration) -> Result<u64, Error> {
-    if ttl.is_zero() || ttl > MAX_LEASE_TTL {
+    if ttl < Duration::from_millis(1) || ttl > MAX_LEASE_TTL {
         return Err(Error::bad_request(format!(
             "a lease lasts from 1 ms to {} s, not {ttl:?}",
             MAX_LEASE_TTL.as_secs()
         )));
     }
-    Ok((ttl.as_millis() as u64).max(1))
+    Ok(ttl.as_millis() as u64)
 }
 
 /// What the group answers to an acquire or a renew.
