@@ -1,7 +1,9 @@
 //! Client-side consumer helpers over the engine's consumer primitives
-//! (leases, committed offsets, membership). The coordinated reader that
-//! balances streams across a consumer group's live members builds on
-//! [`target_partition_count`].
+//! (leases, committed offsets, membership): the share of streams one
+//! member should hold ([`target_partition_count`]) and where a reader
+//! starts ([`Start`], resolved by `Engine::start_offset`). The coordinated
+//! reader that balances streams across a consumer group's live members
+//! builds on them.
 
 /// How many of `total` streams one of `live` consumers should hold: an
 /// even share rounded up, plus `slack` so a rebalance does not thrash, and
@@ -9,6 +11,21 @@
 /// slack)`.
 pub fn target_partition_count(total: usize, live: usize, slack: usize) -> usize {
     total.min(total.div_ceil(live.max(1)).saturating_add(slack))
+}
+
+/// Where a reader without a committed offset starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Start {
+    /// The oldest retained record.
+    #[default]
+    Earliest,
+    /// The tail: only records appended from now on.
+    Latest,
+    /// The first record stamped at or after this time (Unix ms).
+    Timestamp(u64),
+    /// The first record that starts after this offset (a reader that kept
+    /// the offset of the last record it handled resumes with the next).
+    After(u64),
 }
 
 #[cfg(test)]

@@ -415,6 +415,33 @@ impl Engine {
         self.call(placement, call).await
     }
 
+    /// The offset a reader starting at `start` reads from: the retained
+    /// start, the tail, the first record at or after a time, or the first
+    /// record that starts after an offset (the tail when there is none).
+    /// Never renews a TTL.
+    pub async fn start_offset(
+        &self,
+        id: impl Borrow<StreamId>,
+        start: crate::consumer::Start,
+    ) -> Result<u64> {
+        use crate::consumer::Start;
+        let id = id.borrow();
+        match start {
+            Start::Earliest => Ok(self.head(id).await?.retained_offset),
+            Start::Latest => Ok(self.head(id).await?.tail_offset),
+            Start::Timestamp(ms) => self.offset_at(id, ms).await,
+            Start::After(offset) => {
+                let head = self.head(id).await?;
+                let from = offset.saturating_add(1).max(head.retained_offset);
+                if from >= head.tail_offset {
+                    return Ok(head.tail_offset);
+                }
+                let first = self.read(Read::new(id.clone()).offset(from).max_len(1).records(true)).await?;
+                Ok(first.offset)
+            }
+        }
+    }
+
     /// A stream's metadata; never renews a TTL.
     pub async fn head(&self, id: impl Borrow<StreamId>) -> Result<HeadReply> {
         let id = id.borrow().clone();

@@ -39,6 +39,7 @@ pub mod server;
 
 pub use admin::PurgeReport;
 pub use config::{online_cpus, Config, DEFAULT_GROUPS, DEFAULT_IO_MEMORY_BYTES};
+pub use consumer::Start;
 pub use engine::Engine;
 pub use metrics::MetricsSnapshot;
 pub use rill_shard::CheckpointConfig;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use rill::{Append, AppendBatch, Config, Create, Engine, Read, StreamId};
+use rill::{Append, AppendBatch, Config, Create, Engine, Read, Start, StreamId};
 use rill_tests::sid;
 
 fn config(dir: &Path) -> Config {
@@ -69,6 +69,19 @@ async fn check(e: &Engine, id: &StreamId, model: &[Rec]) {
         typed.records.iter().map(|r| (r.offset, r.timestamp_ms, r.payload.to_vec())).collect();
     assert_eq!(got, model[1..]);
     assert!(typed.up_to_date && typed.next_offset == tail);
+    // Start positions.
+    assert_eq!(e.start_offset(id, Start::Earliest).await.unwrap(), 0);
+    assert_eq!(e.start_offset(id, Start::Latest).await.unwrap(), tail);
+    let (second, at, _) = &model[1];
+    assert_eq!(e.start_offset(id, Start::Timestamp(*at)).await.unwrap(), e.offset_at(id, *at).await.unwrap());
+    assert_eq!(
+        e.start_offset(id, Start::After(0)).await.unwrap(),
+        *second,
+        "after the first record's offset"
+    );
+    assert_eq!(e.start_offset(id, Start::After(*second)).await.unwrap(), model[2].0);
+    assert_eq!(e.start_offset(id, Start::After(tail)).await.unwrap(), tail);
+    assert_eq!(e.start_offset(id, Start::After(u64::MAX)).await.unwrap(), tail);
 }
 
 // Records appended one by one, many at once and as batch items, some
