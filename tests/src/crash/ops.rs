@@ -68,9 +68,12 @@ pub enum OpKind {
         close_after: bool,
         producer: Option<ProducerArgs>,
     },
+    /// Several payloads as a batch (one result per item) or, with
+    /// `one_append`, as one multi-record append (one reply, one append).
     Batch {
         lens: Vec<u64>,
         producer: Option<ProducerArgs>,
+        one_append: bool,
     },
     Close,
     Delete,
@@ -121,7 +124,11 @@ impl Op {
                 if *close_after { " with close_after" } else { "" },
                 producer(p)
             ),
-            OpKind::Batch { lens, producer: p } => format!("batch of {lens:?} bytes{}", producer(p)),
+            OpKind::Batch { lens, producer: p, one_append } => format!(
+                "{} of {lens:?} bytes{}",
+                if *one_append { "multi-record append" } else { "batch" },
+                producer(p)
+            ),
             OpKind::Close => "close".to_string(),
             OpKind::Delete => "delete".to_string(),
         }
@@ -160,7 +167,19 @@ impl Op {
                     noop: r.deduplicated,
                 })
             }
-            OpKind::Batch { lens, producer } => {
+            OpKind::Batch { lens, producer, one_append: true } => {
+                let records = lens.iter().enumerate().map(|(i, len)| bytes(i, *len)).collect();
+                let mut req = Append::records(id, records);
+                if let Some(p) = producer {
+                    req = req.producer(p.id.clone(), p.epoch, p.seq);
+                }
+                engine.append(req).await.map(|r| Outcome::Applied {
+                    start: r.start_offset,
+                    next: r.next_offset,
+                    noop: r.deduplicated,
+                })
+            }
+            OpKind::Batch { lens, producer, one_append: false } => {
                 let payloads = lens.iter().enumerate().map(|(i, len)| bytes(i, *len)).collect();
                 let mut req = AppendBatch::new(id, payloads);
                 if let Some(p) = producer {
