@@ -112,5 +112,11 @@ fn kill_9_cycles(name: &str, config: fn(&Path) -> Config, args: &[&str]) {
             v.bytes,
         );
     }
+    let lease = model.lease();
+    println!(
+        "{name}: lease writer: {} acquires (last generation {}), {} commits acknowledged (committed {} of {} sent)",
+        lease.acquires, lease.generation, lease.commits, lease.committed, lease.sent
+    );
+    assert!(lease.acquires > 0 && lease.commits > 0, "{name}: the lease writer never got going: {lease:?}");
     println!("{name}: seed {seed}, {cycles} cycles passed in {:.1} s", started.elapsed().as_secs_f64());
 }

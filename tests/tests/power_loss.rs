@@ -255,6 +255,11 @@ fn power_cuts_lose_no_acknowledged_operation() {
             v.bytes,
         );
     }
+    let lease = model.lease();
+    println!(
+        "power-loss test: lease writer: {} acquires (last generation {}), {} commits acknowledged (committed {} of {} sent)",
+        lease.acquires, lease.generation, lease.commits, lease.committed, lease.sent
+    );
     println!(
         "power-loss test: seed {seed}, {cycles} cycles passed in {:.1} s ({faults_fired} failed fsyncs, \
          {poisoned} poisoned-core probes, {torn} torn writes, {} purged buckets erased)",

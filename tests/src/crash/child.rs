@@ -87,6 +87,8 @@ pub struct Extras {
     pub purges: bool,
     /// Checkpoints, compaction and GC on demand, over and over.
     pub maintenance: bool,
+    /// The lease writer ([`super::lease::lease_loop`]).
+    pub leases: bool,
 }
 
 /// [`run_workload`] plus `extras`, which run until the process is killed
@@ -101,6 +103,9 @@ pub async fn run_workload_with(
 ) -> Result<(), String> {
     if extras.purges {
         tokio::spawn(super::purge::purge_loop(engine.clone(), seed, cycle, sink.clone()));
+    }
+    if extras.leases {
+        tokio::spawn(super::lease::lease_loop(engine.clone(), seed, cycle, sink.clone()));
     }
     if extras.maintenance {
         tokio::spawn(super::purge::maintenance_loop(engine.clone(), seed, cycle));

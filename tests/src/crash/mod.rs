@@ -79,6 +79,9 @@
 //! U <bucket>                             about to purge the bucket (power-loss workload)
 //! V <bucket> <streams removed>           the purge was acknowledged
 //! W <bucket> <error code>                the purge failed
+//! K <generation>                         the lease writer acquired its lease (`lease.rs`)
+//! N <offset>                             the lease writer is about to commit this offset
+//! M <committed>                          the commit was acknowledged: the committed offset
 //! D                                      the op budget is spent; the child idles
 //! ```
 //!
@@ -96,12 +99,15 @@
 //! * `child.rs`: the child's side, driving scripts and writing transcript lines;
 //! * `purge.rs`: the power-loss workload's purges (with markers whose bytes
 //!   must vanish) and on-demand maintenance;
+//! * `lease.rs`: the lease writer (a fenced lease and its committed offset,
+//!   acquired and advanced across every cycle);
 //! * `process.rs`: running a child process, killing it, collecting its transcript;
 //! * `transcript.rs`: the parent's model, built from the children's transcripts;
 //! * `verify.rs`: reading streams back from an engine and checking them
 //!   against the model.
 
 mod child;
+mod lease;
 mod ops;
 pub mod process;
 pub mod purge;

@@ -79,6 +79,23 @@ pub struct Model {
     pub(super) allow_unknown: bool,
     /// Every bucket a purge was sent for, with whether it was acknowledged.
     pub(super) purges: BTreeMap<String, bool>,
+    /// What the lease writer was told (`lease.rs`).
+    pub(super) lease: LeaseLog,
+}
+
+/// The lease writer's acknowledged history.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeaseLog {
+    /// The highest acknowledged acquire's generation (0: none yet).
+    pub generation: u64,
+    /// The highest acknowledged committed offset (or the one recovery
+    /// showed), 0 before any.
+    pub committed: u64,
+    /// The highest offset a commit was sent for.
+    pub sent: u64,
+    /// Acquires and commits acknowledged, over all cycles.
+    pub acquires: u64,
+    pub commits: u64,
 }
 
 /// A transcript reply, parsed.
@@ -98,7 +115,13 @@ fn parse_reply(kind: &str, words: &[&str]) -> Result<Outcome, String> {
 
 impl Model {
     pub fn new(seed: u64) -> Model {
-        Model { seed, tracks: BTreeMap::new(), allow_unknown: false, purges: BTreeMap::new() }
+        Model {
+            seed,
+            tracks: BTreeMap::new(),
+            allow_unknown: false,
+            purges: BTreeMap::new(),
+            lease: LeaseLog::default(),
+        }
     }
 
     /// Accepts persistent errors (`F` lines) as ops of unknown fate, as
@@ -129,6 +152,11 @@ impl Model {
     /// its bytes gone).
     pub fn forget_purge(&mut self, bucket: &str) {
         self.purges.remove(bucket);
+    }
+
+    /// The lease writer's acknowledged history.
+    pub fn lease(&self) -> LeaseLog {
+        self.lease
     }
 
     /// Every bucket a purge was sent for, with whether it was acknowledged.
@@ -208,6 +236,33 @@ impl Model {
                     report.purges_acked += 1;
                 }
                 ["W", _bucket, _code] => {}
+                ["K", generation] => {
+                    let generation: u64 = generation.parse().map_err(|_| at("bad generation".into()))?;
+                    if generation <= self.lease.generation {
+                        return Err(at(format!(
+                            "an acquire got generation {generation} after generation {} was acknowledged: \
+                             an acknowledged acquire was lost",
+                            self.lease.generation
+                        )));
+                    }
+                    self.lease.generation = generation;
+                    self.lease.acquires += 1;
+                }
+                ["N", offset] => {
+                    let offset: u64 = offset.parse().map_err(|_| at("bad offset".into()))?;
+                    self.lease.sent = self.lease.sent.max(offset);
+                }
+                ["M", committed] => {
+                    let committed: u64 = committed.parse().map_err(|_| at("bad offset".into()))?;
+                    if committed < self.lease.committed || committed > self.lease.sent {
+                        return Err(at(format!(
+                            "a commit answered {committed}; acknowledged before: {}, highest sent: {}",
+                            self.lease.committed, self.lease.sent
+                        )));
+                    }
+                    self.lease.committed = committed;
+                    self.lease.commits += 1;
+                }
                 _ => return Err(at("not a transcript line".to_string())),
             }
         }

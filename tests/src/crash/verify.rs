@@ -232,7 +232,36 @@ impl Model {
                 report.failures.push(e);
             }
         }
+        if let Err(e) = self.verify_lease(engine).await {
+            report.failures.push(e);
+        }
         report
+    }
+
+    /// The lease writer's committed offset after a recovery: at least the
+    /// last acknowledged commit, at most the highest offset sent, within the
+    /// stream; it becomes the floor for later cycles.
+    async fn verify_lease(&mut self, engine: &Engine) -> Result<(), String> {
+        if self.lease.generation == 0 {
+            return Ok(()); // no acquire was acknowledged yet
+        }
+        let id = super::lease::lease_stream();
+        let committed = engine
+            .committed_offset(&id, super::lease::LEASE_GROUP)
+            .await
+            .map_err(|e| format!("lease stream: committed_offset failed: {e}"))?
+            .unwrap_or(0);
+        let tail = engine.head(&id).await.map_err(|e| format!("lease stream: head failed: {e}"))?.tail_offset;
+        let log = self.lease;
+        if committed < log.committed || committed > log.sent || committed > tail {
+            return Err(format!(
+                "lease stream: committed offset {committed} after recovery; acknowledged {}, highest sent {}, \
+                 tail {tail}",
+                log.committed, log.sent
+            ));
+        }
+        self.lease.committed = committed;
+        Ok(())
     }
 
     /// Checks one stream after the kill of the child of `cycle`: it must be
