@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use rill_shard::state::api::Read;
+use rill_shard::state::api::{Read, ReadReply};
 use rill_shard::state::group::GroupState;
 use rill_shard::StreamId;
 
@@ -38,6 +38,18 @@ use crate::observe::Fault;
 type Leases = BTreeMap<String, (Option<String>, u64, u64, Option<u64>)>;
 
 impl Sim {
+    /// A read of the real group, its cold pieces and record indexes taken
+    /// from the simulated pack store; `None` when it was refused on a pack
+    /// damaged on purpose (allowed, and counted).
+    fn real_read(&self, g: u32, req: &Read) -> Result<Option<Result<ReadReply, Fault>>, Fail> {
+        let live = &self.groups[g as usize].live;
+        match guard("read", || live.read_plan_with(req, self.now, &self.store))? {
+            Ok(plan) => Ok(self.resolve(plan)?.map(Ok)),
+            Err(e) if self.refused_on_damage(&e) => Ok(None),
+            Err(e) => Ok(Some(Err(Fault::of(&e)))),
+        }
+    }
+
     /// Reads on both sides; returns `(next_offset, up_to_date)` on success.
     pub fn compare_read(
         &self,
@@ -48,15 +60,7 @@ impl Sim {
     ) -> Result<Option<(u64, bool)>, Fail> {
         let group = &self.groups[g as usize];
         let req = Read::new(id.clone()).offset(offset).max_len(max_len);
-        let plan = guard("read", || group.live.read_plan(&req, self.now))?;
-        let real = match plan {
-            Ok(plan) => match self.resolve(plan)? {
-                Some(reply) => Ok(reply),
-                // Refused on a pack damaged on purpose: allowed.
-                None => return Ok(None),
-            },
-            Err(e) => Err(Fault::of(&e)),
-        };
+        let Some(real) = self.real_read(g, &req)? else { return Ok(None) };
         let model = group.model_live.read(id, offset, max_len, self.now);
         match (&real, &model) {
             (Ok(r), Ok(m)) => {
@@ -95,15 +99,7 @@ impl Sim {
     ) -> Result<Option<(u64, bool)>, Fail> {
         let group = &self.groups[g as usize];
         let req = Read::new(id.clone()).offset(offset).max_len(max_len).records(true);
-        let plan = guard("record read", || group.live.read_plan_with(&req, self.now, &self.store))?;
-        let real = match plan {
-            Ok(plan) => match self.resolve(plan)? {
-                Some(reply) => Ok(reply),
-                None => return Ok(None),
-            },
-            Err(e) if self.refused_on_damage(&e) => return Ok(None),
-            Err(e) => Err(Fault::of(&e)),
-        };
+        let Some(real) = self.real_read(g, &req)? else { return Ok(None) };
         let model = group.model_live.read_records(id, offset, max_len, self.now);
         match (&real, &model) {
             (Ok(r), Ok((m, records))) => {

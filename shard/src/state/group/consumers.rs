@@ -37,8 +37,8 @@ use crate::state::group::stream::StreamState;
 use crate::state::group::GroupState;
 use crate::state::name::StreamId;
 
-/// Checks a consumer group or owner name.
-fn check_name(what: &str, name: &str) -> Result<()> {
+/// Checks a consumer group, owner or consumer name (also membership's).
+pub(super) fn check_name(what: &str, name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_CONSUMER_NAME_LEN {
         return Err(Error::bad_request(format!(
             "a {what} name has 1 to {MAX_CONSUMER_NAME_LEN} bytes, not {}",
@@ -48,7 +48,8 @@ fn check_name(what: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_ttl(ttl_ms: u64) -> Result<()> {
+/// Checks a lease's or heartbeat's TTL (also membership's).
+pub(super) fn check_ttl(ttl_ms: u64) -> Result<()> {
     let max = MAX_LEASE_TTL.as_millis() as u64;
     if ttl_ms == 0 || ttl_ms > max {
         return Err(Error::bad_request(format!("a lease lasts from 1 to {max} ms, not {ttl_ms}")));

@@ -14,24 +14,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{Membership, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL};
+use crate::error::{ErrorKind, Result};
+use crate::state::api::Membership;
 use crate::state::command::{MemberHeartbeat, MemberLeave, Response};
+use crate::state::group::consumers::{check_name, check_ttl};
 use crate::state::group::GroupState;
 use crate::state::name::validate_name;
 
 /// bucket -> consumer group -> consumer -> live until (group clock, ms).
 pub(crate) type Members = BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>;
-
-fn check(what: &str, name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > MAX_CONSUMER_NAME_LEN {
-        return Err(Error::bad_request(format!(
-            "a {what} name has 1 to {MAX_CONSUMER_NAME_LEN} bytes, not {}",
-            name.len()
-        )));
-    }
-    Ok(())
-}
 
 impl GroupState {
     /// Live consumers of a consumer group at `now_ms`.
@@ -62,12 +53,9 @@ impl GroupState {
 
     pub(crate) fn heartbeat(&mut self, req: &MemberHeartbeat, now: u64) -> Result<Response> {
         validate_name("bucket", &req.bucket)?;
-        check("consumer group", &req.group)?;
-        check("consumer", &req.consumer)?;
-        let max = MAX_LEASE_TTL.as_millis() as u64;
-        if req.ttl_ms == 0 || req.ttl_ms > max {
-            return Err(Error::bad_request(format!("a heartbeat lasts from 1 to {max} ms, not {}", req.ttl_ms)));
-        }
+        check_name("consumer group", &req.group)?;
+        check_name("consumer", &req.consumer)?;
+        check_ttl(req.ttl_ms)?;
         let live = self.live_consumers(&req.bucket, &req.group, now);
         let known = self
             .members

@@ -140,10 +140,9 @@ pub fn hot_only(piece: &ColdPiece) -> Result<Bytes> {
 }
 
 impl StreamState {
-    /// Plans the bytes `[offset, offset + max_len)` clamped to the tail
-    /// (SPEC §2 Read); `max_len` is already clamped by the caller. Cold
-    /// pieces carry pack ids in `file` until [`GroupState`] names them.
-    pub(crate) fn plan_read(&self, offset: u64, max_len: usize, group: &GroupState) -> Result<ReadPlan> {
+    /// The checks every read makes first (SPEC §2 Read): an offset within
+    /// `[retained_offset, next_offset]` and a length of at least 1.
+    fn check_read(&self, offset: u64, max_len: usize) -> Result<()> {
         if offset < self.retained_offset {
             return Err(ErrorKind::OffsetGone { offset, retained: self.retained_offset }.into());
         }
@@ -153,6 +152,14 @@ impl StreamState {
         if max_len == 0 {
             return Err(Error::bad_request("max_len must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// Plans the bytes `[offset, offset + max_len)` clamped to the tail
+    /// (SPEC §2 Read); `max_len` is already clamped by the caller. Cold
+    /// pieces carry pack ids in `file` until [`GroupState`] names them.
+    pub(crate) fn plan_read(&self, offset: u64, max_len: usize, group: &GroupState) -> Result<ReadPlan> {
+        self.check_read(offset, max_len)?;
         let end = offset.saturating_add(max_len as u64).min(self.next_offset);
         let mut pieces = Vec::new();
         let mut at = offset;
@@ -220,15 +227,7 @@ impl StreamState {
         group: &GroupState,
         lookup: &impl ColdRecords,
     ) -> Result<ReadPlan> {
-        if offset < self.retained_offset {
-            return Err(ErrorKind::OffsetGone { offset, retained: self.retained_offset }.into());
-        }
-        if offset > self.next_offset {
-            return Err(ErrorKind::OffsetOutOfRange { offset, tail: self.next_offset }.into());
-        }
-        if max_len == 0 {
-            return Err(Error::bad_request("max_len must be at least 1"));
-        }
+        self.check_read(offset, max_len)?;
         let mut records: Vec<RecordMeta> = Vec::new();
         // The end of the last record taken.
         let mut end = None;
