@@ -64,6 +64,10 @@ pub(crate) struct Inner {
     pub(crate) closed: AtomicBool,
     /// The data directory's lock, released once the cores have stopped.
     pub(crate) lock: parking_lot::Mutex<Option<std::fs::File>>,
+    /// The clock the cores stamp commands with.
+    pub(crate) clock: crate::timer::EngineClock,
+    /// The core the next [`Engine::sleep`] is timed on (taken in turn).
+    pub(crate) next_timer_core: std::sync::atomic::AtomicUsize,
 }
 
 impl Engine {
@@ -79,7 +83,8 @@ impl Engine {
         let group_metrics: Vec<Arc<GroupMetrics>> =
             (0..config.groups).map(|_| Arc::new(GroupMetrics::default())).collect();
         let packs = Arc::new(FsPackDir::open(rill_shard::node::cold_dir(&config.data_dir))?);
-        let (mailboxes, specs) = core_specs(&config, packs, states, &core_metrics, &group_metrics);
+        let clock = config.clock.clone().unwrap_or_else(system_clock);
+        let (mailboxes, specs) = core_specs(&config, packs, states, &core_metrics, &group_metrics, &clock);
         let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
         tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
         Ok(Engine {
@@ -91,6 +96,8 @@ impl Engine {
                 executors,
                 closed: AtomicBool::new(false),
                 lock: parking_lot::Mutex::new(Some(lock)),
+                clock: crate::timer::EngineClock(clock),
+                next_timer_core: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -608,9 +615,9 @@ fn core_specs(
     states: Vec<GroupState>,
     core_metrics: &[Arc<CoreMetrics>],
     group_metrics: &[Arc<GroupMetrics>],
+    clock: &rill_shard::node::Clock,
 ) -> (Vec<MailboxSender>, Vec<CoreSpec>) {
     let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(config));
-    let clock = config.clock.clone().unwrap_or_else(system_clock);
     let mut homed: Vec<Vec<(GroupState, Arc<GroupMetrics>)>> =
         (0..config.cores).map(|_| Vec::new()).collect();
     for state in states {

@@ -33,6 +33,7 @@ mod engine;
 mod metrics;
 mod runtime;
 mod shape;
+mod timer;
 
 #[cfg(feature = "server")]
 pub mod server;

@@ -1,9 +1,29 @@
-//! Client-side consumer helpers over the engine's consumer primitives
-//! (leases, committed offsets, membership): the share of streams one
-//! member should hold ([`target_partition_count`]) and where a reader
-//! starts ([`Start`], resolved by `Engine::start_offset`). The coordinated
-//! reader that balances streams across a consumer group's live members
-//! builds on them.
+//! Consumers over the engine's consumer primitives (leases, committed
+//! offsets, membership), all client-side: they run in the caller's task,
+//! on any executor, and take their timers from the engine
+//! ([`Engine::sleep`](crate::Engine::sleep)).
+//!
+//! - [`Reader`]: the coordinated reader, one member of a consumer group
+//!   sharing a set of streams with the group's other live members
+//!   (`reader.rs`; per-stream bookkeeping in `partition.rs`; settings in
+//!   `config.rs`).
+//! - [`ProjectionRunner`]: handlers over readers, with retries, poison,
+//!   a shutdown grace and outside cancellation (`projection.rs`, with
+//!   [`CancelToken`] in `cancel.rs`).
+//! - [`target_partition_count`], the share of streams one member holds,
+//!   and [`Start`], where a stream without a committed offset is read
+//!   from (resolved by `Engine::start_offset`).
+
+mod cancel;
+mod config;
+mod partition;
+mod projection;
+mod reader;
+
+pub use cancel::{CancelToken, Cancelled};
+pub use config::{FlushPolicy, ReaderConfig, DEFAULT_FETCH_BYTES, DEFAULT_READER_LEASE_TTL};
+pub use projection::{HandlerError, ProjectionError, ProjectionRunner, Retry};
+pub use reader::{Delivery, Reader, ReaderStats};
 
 /// How many of `total` streams one of `live` consumers should hold: an
 /// even share rounded up, plus `slack` so a rebalance does not thrash, and
