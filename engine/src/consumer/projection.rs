@@ -225,16 +225,19 @@ impl ProjectionRunner {
             let (engine, retry, cancel, failed, first) =
                 (engine.clone(), retry.clone(), cancel.clone(), failed.clone(), first.clone());
             async move {
-                if let Err(err) = run_one(&engine, s, &retry, &cancel, &failed).await {
+                if let Err(err) = run_one(engine, s, retry, cancel, failed.clone()).await {
                     first.lock().get_or_insert(err);
                     failed.cancel();
                 }
             }
         });
         let all = futures::future::join_all(runs);
-        let stop_then_grace = async {
-            stopped(&cancel, &failed).await;
-            let _ = engine.sleep(grace).await;
+        let stop_then_grace = {
+            let (engine, cancel, failed) = (engine.clone(), cancel.clone(), failed.clone());
+            async move {
+                stopped(cancel, failed).await;
+                let _ = engine.sleep(grace).await;
+            }
         };
         futures::pin_mut!(all, stop_then_grace);
         let abandoned = matches!(select(all, stop_then_grace).await, Either::Right(_));
@@ -249,14 +252,14 @@ impl ProjectionRunner {
 }
 
 /// Completes when either token is cancelled.
-async fn stopped(cancel: &CancelToken, failed: &CancelToken) {
+async fn stopped(cancel: CancelToken, failed: CancelToken) {
     let (a, b) = (cancel.cancelled(), failed.cancelled());
     futures::pin_mut!(a, b);
     select(a, b).await;
 }
 
 /// Waits `d` unless the runner stops first; true when it stopped.
-async fn backoff(engine: &Engine, d: Duration, cancel: &CancelToken, failed: &CancelToken) -> bool {
+async fn backoff(engine: Engine, d: Duration, cancel: CancelToken, failed: CancelToken) -> bool {
     let sleep = engine.sleep(d);
     let stop = stopped(cancel, failed);
     futures::pin_mut!(sleep, stop);
@@ -265,22 +268,22 @@ async fn backoff(engine: &Engine, d: Duration, cancel: &CancelToken, failed: &Ca
 
 /// One subscription, from joining to leaving.
 async fn run_one(
-    engine: &Engine,
+    engine: Engine,
     mut s: Subscription,
-    retry: &Retry,
-    cancel: &CancelToken,
-    failed: &CancelToken,
+    retry: Retry,
+    cancel: CancelToken,
+    failed: CancelToken,
 ) -> Result<(), ProjectionError> {
     let name = s.name.clone();
     let engine_err = |error: Error| ProjectionError::Engine { subscription: name.clone(), error };
-    let mut reader = Reader::join(engine, s.config.clone()).await.map_err(engine_err)?;
+    let mut reader = Reader::join(&engine, s.config.clone()).await.map_err(engine_err)?;
     let outcome = 'records: loop {
         if cancel.is_cancelled() || failed.is_cancelled() {
             break Ok(());
         }
         let delivery = {
             let next = reader.next();
-            let stop = stopped(cancel, failed);
+            let stop = stopped(cancel.clone(), failed.clone());
             futures::pin_mut!(next, stop);
             match select(next, stop).await {
                 Either::Left((Ok(d), _)) => d,
@@ -310,7 +313,8 @@ async fn run_one(
                 }
                 Err(HandlerError(error)) => {
                     tracing::debug!(subscription = %s.name, attempt, %error, "handler failed; retrying");
-                    if backoff(engine, retry.wait_after(attempt), cancel, failed).await {
+                    let wait = retry.wait_after(attempt);
+                    if backoff(engine.clone(), wait, cancel.clone(), failed.clone()).await {
                         // Stopped mid-retry: the record stays unacked and
                         // goes to whoever reads the stream next.
                         break 'records Ok(());

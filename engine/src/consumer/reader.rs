@@ -241,11 +241,13 @@ impl Reader {
             }
         }
         let leases: Vec<Lease> = self.owned.values().map(|p| p.lease.clone()).collect();
-        let engine = &self.engine;
-        let released = futures::stream::iter(leases.iter().map(|l| engine.release_lease(l)))
-            .buffer_unordered(CONCURRENCY)
-            .collect::<Vec<_>>()
-            .await;
+        let released = futures::stream::iter(leases.into_iter().map(|l| {
+            let engine = self.engine.clone();
+            async move { engine.release_lease(&l).await }
+        }))
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
         for result in released {
             match result {
                 Ok(()) => self.stats.released += 1,
@@ -327,12 +329,11 @@ impl Reader {
         if wanted.is_empty() {
             return Ok(());
         }
-        let (engine, bytes) = (&self.engine, self.config.fetch_bytes);
-        let replies = futures::stream::iter(
-            wanted
-                .iter()
-                .map(|(id, at)| engine.read_records(Read::new(id.clone()).offset(*at).max_len(bytes))),
-        )
+        let bytes = self.config.fetch_bytes;
+        let replies = futures::stream::iter(wanted.clone().into_iter().map(|(id, at)| {
+            let (engine, read) = (self.engine.clone(), Read::new(id).offset(at).max_len(bytes));
+            async move { engine.read_records(read).await }
+        }))
         .buffered(CONCURRENCY)
         .collect::<Vec<_>>()
         .await;
@@ -363,18 +364,15 @@ impl Reader {
         } else {
             (idle, left)
         };
-        let (engine, bytes) = (&self.engine, self.config.fetch_bytes);
+        let bytes = self.config.fetch_bytes;
         let mut waits: FuturesUnordered<_> = parked
-            .iter()
-            .map(|(id, at)| async move {
-                (
-                    id,
-                    *at,
-                    engine.wait_read_records(Read::new(id.clone()).offset(*at).max_len(bytes), timeout).await,
-                )
+            .into_iter()
+            .map(|(id, at)| {
+                let (engine, read) = (self.engine.clone(), Read::new(id.clone()).offset(at).max_len(bytes));
+                async move { (id, at, engine.wait_read_records(read, timeout).await) }
             })
             .collect();
-        let first = waits.next().await.map(|(id, at, reply)| (id.clone(), at, reply));
+        let first = waits.next().await;
         drop(waits); // the other parked reads are cancelled
         let Some((id, at, reply)) = first else { return Ok(()) };
         let temporary = matches!(&reply, Err(err) if err.is_temporary());
@@ -493,11 +491,14 @@ impl Reader {
 
     async fn renew_all(&mut self) -> Result<()> {
         let leases: Vec<Lease> = self.owned.values().map(|p| p.lease.clone()).collect();
-        let (engine, ttl) = (&self.engine, self.config.lease_ttl);
-        let renewed = futures::stream::iter(leases.iter().map(|l| engine.renew_lease(l, ttl)))
-            .buffered(CONCURRENCY)
-            .collect::<Vec<_>>()
-            .await;
+        let ttl = self.config.lease_ttl;
+        let renewed = futures::stream::iter(leases.clone().into_iter().map(|l| {
+            let engine = self.engine.clone();
+            async move { engine.renew_lease(&l, ttl).await }
+        }))
+        .buffered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
         for (old, result) in leases.iter().zip(renewed) {
             match result {
                 Ok(lease) => {
@@ -548,9 +549,11 @@ impl Reader {
             let take = (target - self.owned.len()).min(CONCURRENCY).min(candidates.len() - next);
             let batch = &candidates[next..next + take];
             next += take;
-            let (engine, c) = (&self.engine, &self.config);
-            let acquired = futures::future::join_all(batch.iter().map(|id| {
-                engine.acquire_lease(AcquireLease::new(id, &c.consumer_group, &c.consumer).ttl(c.lease_ttl))
+            let c = &self.config;
+            let acquired = futures::future::join_all(batch.iter().cloned().map(|id| {
+                let engine = self.engine.clone();
+                let req = AcquireLease::new(id, &c.consumer_group, &c.consumer).ttl(c.lease_ttl);
+                async move { engine.acquire_lease(req).await }
             }))
             .await;
             for result in acquired {
