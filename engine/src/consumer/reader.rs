@@ -158,6 +158,11 @@ impl Reader {
         self.stats
     }
 
+    /// This member's name (its consumer, and its leases' owner).
+    pub fn member(&self) -> &str {
+        &self.config.consumer
+    }
+
     /// The configuration it runs with.
     pub fn config(&self) -> &ReaderConfig {
         &self.config
