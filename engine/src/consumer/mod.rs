@@ -23,7 +23,7 @@ mod reader;
 pub use cancel::{CancelToken, Cancelled};
 pub use config::{FlushPolicy, ReaderConfig, DEFAULT_FETCH_BYTES, DEFAULT_READER_LEASE_TTL};
 pub use projection::{HandlerError, ProjectionError, ProjectionRunner, Retry};
-pub use reader::{Delivery, Reader, ReaderStats};
+pub use reader::{Message, Reader, ReaderStats};
 
 /// How many of `total` streams one of `live` consumers should hold: an
 /// even share rounded up, plus `slack` so a rebalance does not thrash, and

@@ -32,7 +32,7 @@ use crate::{Engine, Error, StreamId};
 
 use super::cancel::CancelToken;
 use super::config::ReaderConfig;
-use super::reader::{Delivery, Reader};
+use super::reader::{Message, Reader};
 
 /// How often and how patiently a failing handler is retried.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,7 +140,7 @@ impl std::error::Error for ProjectionError {
     }
 }
 
-type Handler = Box<dyn FnMut(Delivery) -> BoxFuture<'static, Result<(), HandlerError>> + Send>;
+type Handler = Box<dyn FnMut(Message) -> BoxFuture<'static, Result<(), HandlerError>> + Send>;
 
 struct Subscription {
     name: String,
@@ -192,7 +192,7 @@ impl ProjectionRunner {
     /// the handler returns `Ok`.
     pub fn subscribe<H, F, E>(mut self, name: &str, config: ReaderConfig, mut handler: H) -> Self
     where
-        H: FnMut(Delivery) -> F + Send + 'static,
+        H: FnMut(Message) -> F + Send + 'static,
         F: Future<Output = Result<(), E>> + Send + 'static,
         E: Into<HandlerError>,
     {

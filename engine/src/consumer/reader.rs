@@ -56,7 +56,7 @@ const ROTATING_WAIT: Duration = Duration::from_millis(50);
 
 /// A record handed out by a [`Reader`], to be acked (or nacked) back.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delivery {
+pub struct Message {
     /// The stream it belongs to.
     pub stream: StreamId,
     /// The record: offset, bytes, time.
@@ -67,7 +67,7 @@ pub struct Delivery {
     epoch: u64,
 }
 
-impl Delivery {
+impl Message {
     /// The offset just past the record (what acking it lets the consumer
     /// group commit, once every earlier record is acked too).
     pub fn end_offset(&self) -> u64 {
@@ -170,7 +170,7 @@ impl Reader {
 
     /// The next record of any held stream, waiting as long as it takes
     /// (rebalancing and committing on the way).
-    pub async fn next(&mut self) -> Result<Delivery> {
+    pub async fn next(&mut self) -> Result<Message> {
         loop {
             if let Some(d) = self.step(None).await? {
                 return Ok(d);
@@ -179,7 +179,7 @@ impl Reader {
     }
 
     /// [`Reader::next`], giving up after `timeout` with `None`.
-    pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Delivery>> {
+    pub async fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Message>> {
         let until = Instant::now() + timeout;
         loop {
             if let Some(d) = self.step(Some(until)).await? {
@@ -194,7 +194,7 @@ impl Reader {
     /// Acks a delivery: once every earlier record of its stream is acked
     /// too, the group may commit past it, when the flush policy says.
     /// A delivery of a lost or rewound generation changes nothing.
-    pub async fn ack(&mut self, delivery: &Delivery) -> Result<()> {
+    pub async fn ack(&mut self, delivery: &Message) -> Result<()> {
         let policy = self.config.flush;
         let Some(p) = self.current(delivery) else { return Ok(()) };
         match p.ack(delivery.record.offset, delivery.epoch, &policy, Instant::now()) {
@@ -212,7 +212,7 @@ impl Reader {
 
     /// Nacks a delivery: the record and every later one of its stream are
     /// delivered again, in order. False for a stale delivery.
-    pub fn nack(&mut self, delivery: &Delivery) -> bool {
+    pub fn nack(&mut self, delivery: &Message) -> bool {
         let Some(p) = self.current(delivery) else { return false };
         let rewound = p.nack(delivery.record.offset, delivery.epoch);
         if rewound {
@@ -272,13 +272,13 @@ impl Reader {
 
     /// The partition a delivery belongs to, when it is of the generation
     /// held now.
-    fn current(&mut self, delivery: &Delivery) -> Option<&mut Partition> {
+    fn current(&mut self, delivery: &Message) -> Option<&mut Partition> {
         self.owned.get_mut(&delivery.stream).filter(|p| p.lease.generation == delivery.generation)
     }
 
     /// One turn: whatever is due, then a delivery if one can be had before
     /// the next deadline (or `until`).
-    async fn step(&mut self, until: Option<Instant>) -> Result<Option<Delivery>> {
+    async fn step(&mut self, until: Option<Instant>) -> Result<Option<Message>> {
         if Instant::now() >= self.next_rebalance {
             self.rebalance().await?;
         }
@@ -304,7 +304,7 @@ impl Reader {
     }
 
     /// Hands out a buffered record, taking the held streams in turn.
-    fn deliver(&mut self) -> Option<Delivery> {
+    fn deliver(&mut self) -> Option<Message> {
         let ready = |(_, p): &(&StreamId, &Partition)| p.has_ready();
         let key = match &self.last_delivered {
             Some(last) => self
@@ -320,7 +320,7 @@ impl Reader {
         let generation = p.lease.generation;
         self.stats.delivered += 1;
         self.last_delivered = Some(key.clone());
-        Some(Delivery { stream: key, record, generation, epoch })
+        Some(Message { stream: key, record, generation, epoch })
     }
 
     /// Reads every held stream that has nothing buffered, without waiting.
