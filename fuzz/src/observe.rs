@@ -51,6 +51,8 @@ impl Fault {
             }
             ErrorKind::TooManyConsumerGroups { limit } => vec![*limit],
             ErrorKind::TooManyConsumers { limit } => vec![*limit],
+            ErrorKind::ReceiptNotFound { receipt, .. } => vec![*receipt],
+            ErrorKind::DeadLettersFull { limit, .. } => vec![*limit],
             _ => Vec::new(),
         };
         Fault { code: error.code(), context }
@@ -87,25 +89,91 @@ impl Item {
 /// A successful answer to a command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Created { already_exists: bool, next_offset: u64, commit_index: u64 },
+    Created {
+        already_exists: bool,
+        next_offset: u64,
+        commit_index: u64,
+    },
     Appended(Item),
-    Batch { items: Vec<Result<Item, Fault>>, commit_index: u64 },
-    Closed { next_offset: u64, already_closed: bool, commit_index: u64 },
-    Deleted { commit_index: u64 },
-    AttrsSet { commit_index: u64 },
-    Touched { renewed: bool },
-    Snapshot { offset: u64, already_existed: bool, commit_index: u64 },
-    Retention { retained_offset: u64, commit_index: u64 },
-    Expired { removed: Vec<StreamId> },
-    Flushed { chunks: u64, stale: u64 },
-    GcAcked { removed: u64 },
-    Purged { removed_streams: u64, pending_removals: u64 },
-    Compacted { replaced: bool },
-    Lease { generation: u64, expires_at_ms: u64, committed: Option<u64>, commit_index: u64 },
-    Released { commit_index: u64 },
-    Committed { committed: u64, commit_index: u64 },
-    Heartbeat { live_consumers: u32, commit_index: u64 },
-    Left { commit_index: u64 },
+    Batch {
+        items: Vec<Result<Item, Fault>>,
+        commit_index: u64,
+    },
+    Closed {
+        next_offset: u64,
+        already_closed: bool,
+        commit_index: u64,
+    },
+    Deleted {
+        commit_index: u64,
+    },
+    AttrsSet {
+        commit_index: u64,
+    },
+    Touched {
+        renewed: bool,
+    },
+    Snapshot {
+        offset: u64,
+        already_existed: bool,
+        commit_index: u64,
+    },
+    Retention {
+        retained_offset: u64,
+        commit_index: u64,
+    },
+    Expired {
+        removed: Vec<StreamId>,
+    },
+    Flushed {
+        chunks: u64,
+        stale: u64,
+    },
+    GcAcked {
+        removed: u64,
+    },
+    Purged {
+        removed_streams: u64,
+        pending_removals: u64,
+    },
+    Compacted {
+        replaced: bool,
+    },
+    Lease {
+        generation: u64,
+        expires_at_ms: u64,
+        committed: Option<u64>,
+        commit_index: u64,
+    },
+    Released {
+        commit_index: u64,
+    },
+    Committed {
+        committed: u64,
+        commit_index: u64,
+    },
+    Heartbeat {
+        live_consumers: u32,
+        commit_index: u64,
+    },
+    Left {
+        commit_index: u64,
+    },
+    /// `(offset, len, attempts, receipt, time)` of each delivery.
+    Received {
+        deliveries: Vec<(u64, u64, u32, u64, u64)>,
+        commit_index: u64,
+    },
+    QueueSettled {
+        commit_index: u64,
+    },
+    QueuePolicySet {
+        commit_index: u64,
+    },
+    DeadLetters {
+        count: u64,
+        commit_index: u64,
+    },
 }
 
 /// Everything a command's application shows to the outside.
@@ -170,6 +238,20 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
                 Outcome::Heartbeat { live_consumers: membership.live_consumers, commit_index: *commit_index }
             }
             Response::Left { commit_index } => Outcome::Left { commit_index: *commit_index },
+            Response::Received { deliveries, commit_index } => Outcome::Received {
+                deliveries: deliveries
+                    .iter()
+                    .map(|d| (d.offset, d.len, d.attempts, d.receipt, d.timestamp_ms))
+                    .collect(),
+                commit_index: *commit_index,
+            },
+            Response::QueueSettled { commit_index } => Outcome::QueueSettled { commit_index: *commit_index },
+            Response::QueuePolicySet { commit_index } => {
+                Outcome::QueuePolicySet { commit_index: *commit_index }
+            }
+            Response::DeadLetters { count, commit_index } => {
+                Outcome::DeadLetters { count: *count, commit_index: *commit_index }
+            }
         }),
     };
     Observed { result, mutated: applied.mutated, effects }

@@ -79,6 +79,14 @@ pub enum ErrorCode {
     TooManyConsumerGroups,
     /// The consumer group already has its limit of live consumers.
     TooManyConsumers,
+    /// The consumer group's name is taken by the other kind (lease or
+    /// queue) on this stream.
+    ConsumerGroupKindMismatch,
+    /// A queue receipt that is not the latest delivery of a message in
+    /// flight (acked already, redelivered since, or never issued).
+    ReceiptNotFound,
+    /// The queue group already holds its limit of dead letters.
+    DeadLettersFull,
     /// A snapshot already exists at that offset.
     SnapshotConflict,
     /// No snapshot at that offset.
@@ -135,6 +143,9 @@ impl ErrorCode {
             ErrorCode::OwnershipLost => "ownership_lost",
             ErrorCode::TooManyConsumerGroups => "too_many_consumer_groups",
             ErrorCode::TooManyConsumers => "too_many_consumers",
+            ErrorCode::ConsumerGroupKindMismatch => "consumer_group_kind_mismatch",
+            ErrorCode::ReceiptNotFound => "receipt_not_found",
+            ErrorCode::DeadLettersFull => "dead_letters_full",
             ErrorCode::SnapshotConflict => "snapshot_conflict",
             ErrorCode::SnapshotNotFound => "snapshot_not_found",
             ErrorCode::TooManyStreams => "too_many_streams",
@@ -158,6 +169,7 @@ impl ErrorCode {
         match self {
             ErrorCode::LiveReadBackpressure
             | ErrorCode::LeaseHeld
+            | ErrorCode::DeadLettersFull
             | ErrorCode::ColdBackpressure
             | ErrorCode::DirectoryInUse
             | ErrorCode::Overloaded
@@ -309,6 +321,32 @@ pub enum ErrorKind {
         /// `max_consumers_per_group`.
         limit: u64,
     },
+    /// `consumer_group` is a group of kind `is` on this stream, asked for
+    /// as kind `wanted` ("lease" or "queue").
+    ConsumerGroupKindMismatch {
+        /// The consumer group.
+        consumer_group: String,
+        /// What it is.
+        is: &'static str,
+        /// What the request needs.
+        wanted: &'static str,
+    },
+    /// `receipt` is not the latest delivery of a message in flight of
+    /// queue group `consumer_group`.
+    ReceiptNotFound {
+        /// The consumer group.
+        consumer_group: String,
+        /// The receipt presented.
+        receipt: u64,
+    },
+    /// Queue group `consumer_group` already holds `limit` dead letters
+    /// (purge or redrive them).
+    DeadLettersFull {
+        /// The consumer group.
+        consumer_group: String,
+        /// `max_dead_letters_per_group`.
+        limit: u64,
+    },
     /// A snapshot already exists at `offset`.
     SnapshotConflict {
         /// The snapshot's offset.
@@ -455,6 +493,9 @@ impl ErrorKind {
             ErrorKind::OwnershipLost { .. } => ErrorCode::OwnershipLost,
             ErrorKind::TooManyConsumerGroups { .. } => ErrorCode::TooManyConsumerGroups,
             ErrorKind::TooManyConsumers { .. } => ErrorCode::TooManyConsumers,
+            ErrorKind::ConsumerGroupKindMismatch { .. } => ErrorCode::ConsumerGroupKindMismatch,
+            ErrorKind::ReceiptNotFound { .. } => ErrorCode::ReceiptNotFound,
+            ErrorKind::DeadLettersFull { .. } => ErrorCode::DeadLettersFull,
             ErrorKind::SnapshotConflict { .. } => ErrorCode::SnapshotConflict,
             ErrorKind::SnapshotNotFound { .. } => ErrorCode::SnapshotNotFound,
             ErrorKind::TooManyStreams { .. } => ErrorCode::TooManyStreams,
@@ -704,6 +745,19 @@ impl fmt::Display for Error {
             ErrorKind::TooManyConsumers { limit } => {
                 write!(f, "the consumer group already has its limit of {limit} live consumers")
             }
+            ErrorKind::ConsumerGroupKindMismatch { consumer_group, is, wanted } => write!(
+                f,
+                "consumer group {consumer_group:?} is a {is} group on this stream; a {wanted} group needs another name"
+            ),
+            ErrorKind::ReceiptNotFound { consumer_group, receipt } => write!(
+                f,
+                "receipt {receipt} is not a delivery in flight of queue group {consumer_group:?} (acked, redelivered \
+                 since, or never issued)"
+            ),
+            ErrorKind::DeadLettersFull { consumer_group, limit } => write!(
+                f,
+                "queue group {consumer_group:?} already holds its limit of {limit} dead letters; purge or redrive them"
+            ),
             ErrorKind::TooManyStreams { limit } => {
                 write!(f, "the group already holds its limit of {limit} streams")
             }

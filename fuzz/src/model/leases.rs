@@ -36,6 +36,9 @@ impl Model {
         now: u64,
     ) -> Result<ModelLease, Fault> {
         let stream = self.find(id, now)?;
+        if stream.queues.contains_key(group) {
+            return Err(Fault::new(ErrorCode::ConsumerGroupKindMismatch));
+        }
         match stream.leases.get(group) {
             Some(l) if l.owner.as_deref() == Some(owner) && l.generation == generation => Ok(l.clone()),
             Some(l) => Err(Fault::with(ErrorCode::OwnershipLost, &[generation, l.generation])),
@@ -48,8 +51,11 @@ impl Model {
             return Err(bad());
         }
         let stream = self.find(&req.id, now)?;
+        if stream.queues.contains_key(&req.group) {
+            return Err(Fault::new(ErrorCode::ConsumerGroupKindMismatch));
+        }
         let (generation, committed) = match stream.leases.get(&req.group) {
-            None if stream.leases.len() >= self.limits.max_consumer_groups_per_stream => {
+            None if stream.consumer_group_count() >= self.limits.max_consumer_groups_per_stream => {
                 let limit = self.limits.max_consumer_groups_per_stream as u64;
                 return Err(Fault::with(ErrorCode::TooManyConsumerGroups, &[limit]));
             }
@@ -120,7 +126,11 @@ impl Model {
 
     /// A consumer group's committed offset.
     pub fn committed_offset(&self, id: &StreamId, group: &str, now: u64) -> Result<Option<u64>, Fault> {
-        Ok(self.find(id, now)?.leases.get(group).and_then(|l| l.committed))
+        let stream = self.find(id, now)?;
+        if stream.queues.contains_key(group) {
+            return Err(Fault::new(ErrorCode::ConsumerGroupKindMismatch));
+        }
+        Ok(stream.leases.get(group).and_then(|l| l.committed))
     }
 }
 

@@ -21,6 +21,7 @@
 pub mod cold;
 pub mod leases;
 pub mod ops;
+pub mod queues;
 pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,6 +72,8 @@ pub struct ModelStream {
     pub incarnation: u64,
     /// Consumer groups: name -> (owner, generation, expires at, committed).
     pub leases: BTreeMap<String, ModelLease>,
+    /// Queue groups (one namespace with `leases`).
+    pub queues: BTreeMap<String, crate::model::queues::ModelQueue>,
     /// Every record starting below this offset was moved to the cold tier.
     pub flushed: u64,
     /// The flushed ranges retention has not dropped, contiguous, ending at
@@ -108,6 +111,7 @@ impl ModelStream {
             snapshots: BTreeMap::new(),
             incarnation: 0,
             leases: BTreeMap::new(),
+            queues: BTreeMap::new(),
             flushed: 0,
             chunks: Vec::new(),
         }

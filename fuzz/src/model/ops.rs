@@ -55,6 +55,12 @@ impl Model {
             Op::CommitOffset(req) => self.commit_offset(req, now),
             Op::Heartbeat(req) => self.heartbeat(req, now),
             Op::Leave(req) => self.leave(req, now),
+            Op::QueueReceive(req) => self.queue_receive(req, now),
+            Op::QueueAck(req) => self.queue_settle(req, false, now),
+            Op::QueueNack(req) => self.queue_settle(req, true, now),
+            Op::SetQueuePolicy(req) => self.set_queue_policy(req, now),
+            Op::PurgeDeadLetters(req) => self.queue_dead_letters(req, false, now),
+            Op::RedriveDeadLetters(req) => self.queue_dead_letters(req, true, now),
         };
         Observed { result, mutated: self.commit_index != before, effects }
     }

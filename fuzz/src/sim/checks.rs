@@ -36,6 +36,9 @@ use crate::observe::Fault;
 /// Consumer groups as both sides show them: name -> (owner, generation,
 /// expiry, committed offset).
 type Leases = BTreeMap<String, (Option<String>, u64, u64, Option<u64>)>;
+/// name -> (high-water mark, in flight, dead, (max attempts, max in flight, last receipt)); a message is (offset, len, attempts, receipt, visible at).
+type Queues = BTreeMap<String, (u64, Vec<QueueRow>, Vec<QueueRow>, (u32, u32, u64))>;
+type QueueRow = (u64, u64, u32, u64, u64);
 
 impl Sim {
     /// A read of the real group, its cold pieces and record indexes taken
@@ -194,9 +197,12 @@ impl Sim {
             let leases: Option<Leases> = real.stream(id).map(|s| {
                 s.consumer_groups()
                     .iter()
-                    .map(|(name, group)| {
-                        let rill_shard::state::group::ConsumerGroup::Lease(l) = group;
-                        (name.clone(), (l.owner.clone(), l.generation, l.expires_at_ms, l.committed))
+                    .filter_map(|(name, group)| match group {
+                        rill_shard::state::group::ConsumerGroup::Lease(l) => Some((
+                            name.clone(),
+                            (l.owner.clone(), l.generation, l.expires_at_ms, l.committed),
+                        )),
+                        rill_shard::state::group::ConsumerGroup::Queue(_) => None,
                     })
                     .collect()
             });
@@ -210,6 +216,43 @@ impl Sim {
             });
             ensure(leases == model_leases, "leases", || {
                 format!("{id}: real {leases:?}, model {model_leases:?}")
+            })?;
+            // Queue groups: high-water mark, every message in flight and
+            // dead with its attempts, receipt and visibility, the policy.
+            let queues: Option<Queues> = real.stream(id).map(|s| {
+                s.consumer_groups()
+                    .iter()
+                    .filter_map(|(name, group)| match group {
+                        rill_shard::state::group::ConsumerGroup::Queue(q) => {
+                            let list = |m: &std::collections::BTreeMap<
+                                u64,
+                                rill_shard::state::group::QueueMessage,
+                            >| {
+                                m.iter()
+                                    .map(|(o, m)| (*o, m.len, m.attempts, m.receipt, m.visible_at_ms))
+                                    .collect::<Vec<_>>()
+                            };
+                            let policy = (q.max_attempts, q.max_in_flight, q.last_receipt);
+                            Some((name.clone(), (q.next, list(&q.in_flight), list(&q.dead), policy)))
+                        }
+                        rill_shard::state::group::ConsumerGroup::Lease(_) => None,
+                    })
+                    .collect()
+            });
+            let model_queues: Option<Queues> = model.streams.get(id).map(|s| {
+                s.queues
+                    .iter()
+                    .map(|(name, q)| {
+                        let list = |m: &[crate::model::queues::ModelMessage]| {
+                            m.iter().map(|m| (m.offset, m.len, m.attempts, m.receipt, m.visible_at)).collect()
+                        };
+                        let policy = (q.max_attempts, q.max_in_flight, q.last_receipt);
+                        (name.clone(), (q.next, list(&q.in_flight), list(&q.dead), policy))
+                    })
+                    .collect()
+            });
+            ensure(queues == model_queues, "queues", || {
+                format!("{id}: real {queues:?}, model {model_queues:?}")
             })?;
             if depth != Depth::Bytes {
                 continue;

@@ -388,6 +388,7 @@ fn setup(rng: &mut Rng) -> Setup {
             max_hot_bytes,
             max_consumer_groups_per_stream: 2,
             max_consumers_per_group: 2,
+            max_dead_letters_per_group: 2,
         },
         segment_bytes: 4096 * rng.range(2, 24),
         streams,

@@ -14,8 +14,8 @@ use rill_shard::state::command::{
 use rill_shard::state::group::GroupState;
 
 use crate::steps::{
-    id, limits, At, Digest, EpochPick, LeaseAction, Life, Prod, SeqPick, Step, ATTRS, CONTENT_TYPES, IDS,
-    LEASE_NAMES, OWNERS, PRODUCERS,
+    id, limits, At, Digest, EpochPick, LeaseAction, Life, Prod, QueueAction, SeqPick, Step, ATTRS,
+    CONTENT_TYPES, IDS, LEASE_NAMES, OWNERS, PRODUCERS, QUEUE_NAMES,
 };
 
 /// The real machine and the model, side by side.
@@ -212,6 +212,7 @@ impl Run {
                 };
                 self.command(op)?;
             }
+            Step::Queue { s, g, action, n, ms } => self.queue(*s, QUEUE_NAMES[*g], action, *n, *ms)?,
             Step::OffsetAt { s, back_ms } => {
                 let at_ms = self.now.saturating_sub(*back_ms);
                 let real = self
@@ -274,10 +275,104 @@ impl Run {
             | Step::ReadAllRecords(s)
             | Step::OffsetAt { s, .. }
             | Step::Lease { s, .. }
+            | Step::Queue { s, .. }
             | Step::Bootstrap { s, .. } => *s = self.target(*s),
             Step::Advance(_) | Step::ExpireDue | Step::Roundtrip { .. } => {}
         }
         step
+    }
+
+    /// A queue group step: a command resolved against the model's state
+    /// (receipts of messages in flight, or stale ones), or a comparison of
+    /// backlogs and dead letters.
+    fn queue(
+        &mut self,
+        s: usize,
+        group: &str,
+        action: &QueueAction,
+        n: usize,
+        ms: u64,
+    ) -> Result<(), TestCaseError> {
+        use rill_shard::state::api::{Receive, Start};
+        use rill_shard::state::command::{QueueDeadLetters, QueuePolicySet, QueueSettle};
+        use rill_shard::state::group::HotOnly;
+        let sid = id(s);
+        let group_s = group.to_string();
+        let receipt = |stale: bool| {
+            let q = self.model.queue_view(&sid, group);
+            let live: Vec<u64> =
+                q.map(|q| q.in_flight.iter().map(|m| m.receipt).collect()).unwrap_or_default();
+            match (stale, live.is_empty()) {
+                (false, false) => live[n % live.len()],
+                (true, _) => q.map_or(0, |q| q.last_receipt.saturating_sub(n as u64)),
+                (false, true) => n as u64,
+            }
+        };
+        let op = match action {
+            QueueAction::Receive { latest } => {
+                let start = if *latest { Start::Latest } else { Start::Earliest };
+                let visibility = std::time::Duration::from_millis(ms.min(1 << 40));
+                let req = Receive::new(&sid, group).max_messages(n).visibility(visibility).start(start);
+                match self.real.prepare_receive(&req, self.now, &HotOnly) {
+                    Ok(cmd) => Op::QueueReceive(cmd),
+                    Err(e) => {
+                        // Admission refuses only what the command would: the
+                        // stream, or a lease group of that name.
+                        let model =
+                            self.model.find(&sid, self.now).and_then(|st| st.queue(group).map(|_| ()));
+                        prop_assert_eq!(Err(Fault::of(&e)), model, "receive admission of {} {}", sid, group);
+                        return Ok(());
+                    }
+                }
+            }
+            QueueAction::Ack { stale } => Op::QueueAck(QueueSettle {
+                id: sid.clone(),
+                group: group_s,
+                receipt: receipt(*stale),
+                delay_ms: 0,
+            }),
+            QueueAction::Nack { stale } => Op::QueueNack(QueueSettle {
+                id: sid.clone(),
+                group: group_s,
+                receipt: receipt(*stale),
+                delay_ms: ms,
+            }),
+            QueueAction::Policy => Op::SetQueuePolicy(QueuePolicySet {
+                id: sid.clone(),
+                group: group_s,
+                max_attempts: n as u32,
+                max_in_flight: (ms % 4) as u32,
+                start_offset: self.model.streams.get(&sid).map_or(0, |st| st.retained),
+            }),
+            QueueAction::Purge => Op::PurgeDeadLetters(QueueDeadLetters { id: sid.clone(), group: group_s }),
+            QueueAction::Redrive => {
+                Op::RedriveDeadLetters(QueueDeadLetters { id: sid.clone(), group: group_s })
+            }
+            QueueAction::Look => {
+                let real = self
+                    .real
+                    .backlog(&sid, group, self.now, &HotOnly)
+                    .map(|b| (b.ready, b.in_flight, b.dead, b.oldest_ready_age_ms))
+                    .map_err(|e| Fault::of(&e));
+                prop_assert_eq!(
+                    real,
+                    self.model.backlog(&sid, group, self.now),
+                    "backlog of {} {}",
+                    sid,
+                    group
+                );
+                let real = self
+                    .real
+                    .dead_letter_list(&sid, group, n, self.now)
+                    .map(|l| {
+                        l.iter().map(|d| (d.offset, d.len, d.attempts, d.timestamp_ms)).collect::<Vec<_>>()
+                    })
+                    .map_err(|e| Fault::of(&e));
+                prop_assert_eq!(real, self.model.dead_letters(&sid, group, n, self.now), "dead letters");
+                return Ok(());
+            }
+        };
+        self.command(op)
     }
 
     /// Applies one command to both sides and compares what they show.

@@ -26,6 +26,7 @@ pub(crate) fn limits() -> GroupLimits {
         max_hot_bytes: u64::MAX,
         max_consumer_groups_per_stream: 2,
         max_consumers_per_group: 2,
+        max_dead_letters_per_group: 2,
     }
 }
 
@@ -79,6 +80,32 @@ pub(crate) enum LeaseAction {
 /// one is refused).
 pub(crate) const LEASE_NAMES: [&str; 4] = ["g0", "g1", "g2", "g3"];
 pub(crate) const OWNERS: [&str; 3] = ["alice", "bob", ""];
+
+/// A queue group command or query.
+#[derive(Clone, Debug)]
+pub(crate) enum QueueAction {
+    /// Receive up to `n` messages (a new group at the tail when `latest`).
+    Receive {
+        latest: bool,
+    },
+    /// Ack the `n`-th message in flight (a stale receipt when `stale`).
+    Ack {
+        stale: bool,
+    },
+    /// Nack the `n`-th message in flight with a delay of `ms`.
+    Nack {
+        stale: bool,
+    },
+    /// Set the policy: `n` attempts, `ms` messages in flight (both small).
+    Policy,
+    Purge,
+    Redrive,
+    /// Compare backlogs and dead-letter lists.
+    Look,
+}
+
+/// Queue group names: two of their own and one a lease name too.
+pub(crate) const QUEUE_NAMES: [&str; 3] = ["q0", "q1", "g0"];
 
 #[derive(Clone, Debug)]
 pub(crate) enum At {
@@ -168,6 +195,13 @@ pub(crate) enum Step {
     /// A consumer group command or query on stream `s`: group `g` and
     /// owner `o` of a few names, a TTL, the generation the caller presents
     /// (`stale` one below the current one) and, for commits, an offset.
+    Queue {
+        s: usize,
+        g: usize,
+        action: QueueAction,
+        n: usize,
+        ms: u64,
+    },
     Lease {
         s: usize,
         g: usize,
@@ -313,6 +347,23 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
             at(),
         )
             .prop_map(|(s, g, o, action, ttl_ms, stale, at)| Step::Lease { s, g, o, action, ttl_ms, stale, at }),
+        5 => (
+            s(),
+            prop_oneof![6 => 0..2usize, 1 => Just(2usize)],
+            prop_oneof![
+                6 => Just(QueueAction::Receive { latest: false }),
+                1 => Just(QueueAction::Receive { latest: true }),
+                4 => prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(|stale| QueueAction::Ack { stale }),
+                2 => prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(|stale| QueueAction::Nack { stale }),
+                1 => Just(QueueAction::Policy),
+                1 => Just(QueueAction::Purge),
+                1 => Just(QueueAction::Redrive),
+                2 => Just(QueueAction::Look),
+            ],
+            0..5usize,
+            prop_oneof![3 => Just(0u64), 3 => 1..2_000u64, 1 => Just(u64::MAX)],
+        )
+            .prop_map(|(s, g, action, n, ms)| Step::Queue { s, g, action, n, ms }),
         1 => (s(), 0..30usize).prop_map(|(s, max_len)| Step::Bootstrap { s, max_len }),
         1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
     ]

@@ -694,3 +694,154 @@ pub struct Membership {
     /// Consumers whose last heartbeat has not lapsed, the caller included.
     pub live_consumers: u32,
 }
+
+/// Where a reader or a new queue group without a committed position
+/// starts (shared by the coordinated reader and the queues).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Start {
+    /// The oldest retained record.
+    #[default]
+    Earliest,
+    /// The tail: only records appended from now on.
+    Latest,
+    /// The first record stamped at or after this time (Unix ms).
+    Timestamp(u64),
+    /// The first record that starts after this offset (a reader that kept
+    /// the offset of the last record it handled resumes with the next).
+    After(u64),
+}
+
+/// Most messages one receive hands out.
+pub const MAX_RECEIVE_MESSAGES: u32 = 1000;
+
+/// Receive messages of queue group `consumer_group` of a stream (SPEC §2
+/// "Queues"): up to `max_messages` (10 by default), each invisible to
+/// other receives for `visibility` (30 s by default). `start` applies only
+/// when the group is new (default [`Start::Earliest`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Receive {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group (1 to 255 bytes).
+    pub consumer_group: String,
+    /// Messages at most (1 to [`MAX_RECEIVE_MESSAGES`]).
+    pub max_messages: usize,
+    /// How long a delivery stays invisible (1 ms to [`MAX_LEASE_TTL`]).
+    pub visibility: Duration,
+    /// Where a new group starts.
+    pub start: Start,
+}
+
+impl Receive {
+    /// A receive of up to 10 messages under a 30 s visibility timeout.
+    pub fn new(id: impl std::borrow::Borrow<StreamId>, consumer_group: &str) -> Self {
+        Receive {
+            id: id.borrow().clone(),
+            consumer_group: consumer_group.to_string(),
+            max_messages: 10,
+            visibility: Duration::from_secs(30),
+            start: Start::Earliest,
+        }
+    }
+    /// Sets the most messages handed out.
+    pub fn max_messages(mut self, max: usize) -> Self {
+        self.max_messages = max;
+        self
+    }
+    /// Sets the visibility timeout.
+    pub fn visibility(mut self, visibility: Duration) -> Self {
+        self.visibility = visibility;
+        self
+    }
+    /// Sets where a new group starts.
+    pub fn start(mut self, start: Start) -> Self {
+        self.start = start;
+        self
+    }
+}
+
+/// A message handed out by a receive (or listed as a dead letter).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// The record's offset in the stream.
+    pub offset: u64,
+    /// The record's bytes.
+    pub payload: Bytes,
+    /// Deliveries of this message so far, this one included.
+    pub attempts: u32,
+    /// What ack and nack name (0 for a dead letter).
+    pub receipt: u64,
+    /// The record's time (Unix ms).
+    pub timestamp_ms: u64,
+}
+
+/// A delivery as the state machine decides it: the record's place, not
+/// its bytes (the core reads those, hot or cold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeliveryMeta {
+    /// The record's offset.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// The delivery's receipt (0 for a dead letter).
+    pub receipt: u64,
+    /// The record's time.
+    pub timestamp_ms: u64,
+}
+
+impl DeliveryMeta {
+    pub(crate) fn of(offset: u64, m: &crate::state::group::consumer_state::QueueMessage) -> Self {
+        DeliveryMeta { offset, len: m.len, attempts: m.attempts, receipt: m.receipt, timestamp_ms: m.at_ms }
+    }
+}
+
+/// A queue group's policy: attempts before a message is dead-lettered (5
+/// by default) and messages in flight at most (1024 by default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuePolicy {
+    /// Attempts before dead-lettering (1 to 1000).
+    pub max_attempts: u32,
+    /// Messages in flight at most (1 to 65536).
+    pub max_in_flight: usize,
+}
+
+impl Default for QueuePolicy {
+    fn default() -> Self {
+        QueuePolicy {
+            max_attempts: crate::state::group::queues::DEFAULT_MAX_ATTEMPTS,
+            max_in_flight: crate::state::group::queues::DEFAULT_MAX_IN_FLIGHT as usize,
+        }
+    }
+}
+
+impl QueuePolicy {
+    /// The default policy.
+    pub fn new() -> Self {
+        QueuePolicy::default()
+    }
+    /// Sets the attempts before dead-lettering.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+    /// Sets the messages in flight at most.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+}
+
+/// A queue group's backlog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backlog {
+    /// Messages a receive could hand out now (new or visible again).
+    pub ready: u64,
+    /// Messages handed out, invisible, not acked.
+    pub in_flight: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// Age of the oldest ready message (by its record's time).
+    pub oldest_ready_age_ms: Option<u64>,
+}

@@ -17,10 +17,12 @@ use crate::error::Result;
 mod cold;
 mod lease;
 mod payload;
+mod queue;
 
 pub use self::cold::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
 pub use self::lease::{LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit};
 pub use self::payload::{Append, AppendBatch, Close, Create, Producer, PublishSnapshot};
+pub use self::queue::{QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle, RecordSpan};
 
 use crate::state::api::{AppendReply, BatchReply, CloseReply, CreateReply, LeaseReply, Membership, SnapshotReply};
 use crate::state::name::StreamId;
@@ -94,6 +96,18 @@ pub enum Op {
     Heartbeat(MemberHeartbeat),
     /// A consumer leaving a consumer group (WAL format 3).
     Leave(MemberLeave),
+    /// Receive messages of a queue group (WAL format 3).
+    QueueReceive(QueueReceive),
+    /// Ack a queue delivery (WAL format 3).
+    QueueAck(QueueSettle),
+    /// Nack a queue delivery (WAL format 3).
+    QueueNack(QueueSettle),
+    /// Set a queue group's policy (WAL format 3).
+    SetQueuePolicy(QueuePolicySet),
+    /// Purge a queue group's dead letters (WAL format 3).
+    PurgeDeadLetters(QueueDeadLetters),
+    /// Put a queue group's dead letters back in flight (WAL format 3).
+    RedriveDeadLetters(QueueDeadLetters),
 }
 
 /// The successful result of applying a command.
@@ -154,6 +168,25 @@ pub enum Response {
     },
     /// A consumer left (or was not a member).
     Left {
+        commit_index: u64,
+    },
+    /// The messages a receive handed out (their bytes are read by the
+    /// core).
+    Received {
+        deliveries: Vec<crate::state::api::DeliveryMeta>,
+        commit_index: u64,
+    },
+    /// A delivery acked or nacked.
+    QueueSettled {
+        commit_index: u64,
+    },
+    /// A queue group's policy set.
+    QueuePolicySet {
+        commit_index: u64,
+    },
+    /// Dead letters purged or redriven.
+    DeadLetters {
+        count: u64,
         commit_index: u64,
     },
 }
@@ -264,6 +297,12 @@ impl Command {
             Op::CommitOffset(c) => id(&c.id) + text(&c.group) + text(&c.owner) + 2 * VARINT_MAX,
             Op::Heartbeat(h) => text(&h.bucket) + text(&h.group) + text(&h.consumer) + VARINT_MAX,
             Op::Leave(l) => text(&l.bucket) + text(&l.group) + text(&l.consumer),
+            Op::QueueReceive(r) => {
+                id(&r.id) + text(&r.group) + 3 * VARINT_MAX + VARINT_MAX * (1 + 3 * r.fresh.len() as u64)
+            }
+            Op::QueueAck(s) | Op::QueueNack(s) => id(&s.id) + text(&s.group) + 2 * VARINT_MAX,
+            Op::SetQueuePolicy(p) => id(&p.id) + text(&p.group) + 3 * VARINT_MAX,
+            Op::PurgeDeadLetters(d) | Op::RedriveDeadLetters(d) => id(&d.id) + text(&d.group),
         };
         // now_ms and the variant tag.
         2 * VARINT_MAX + op

@@ -78,6 +78,7 @@ impl StreamState {
                     Err(lost(group, generation, lease.generation))
                 }
             }
+            Some(ConsumerGroup::Queue(_)) => Err(super::queues::kind_mismatch(group, "lease")),
             None => Err(lost(group, generation, 0)),
         }
     }
@@ -110,12 +111,13 @@ impl GroupState {
                 }
                 lease.generation + 1
             }
+            Some(ConsumerGroup::Queue(_)) => return Err(super::queues::kind_mismatch(&req.group, "lease")),
         };
         let commit_index = self.bump();
         let stream = Self::stream_mut(&mut self.buckets, &req.id)?;
         let committed = match stream.consumers.get(&req.group) {
             Some(ConsumerGroup::Lease(lease)) => lease.committed,
-            None => None,
+            Some(ConsumerGroup::Queue(_)) | None => None,
         };
         let lease = LeaseState {
             owner: Some(req.owner.clone()),
@@ -181,6 +183,7 @@ impl GroupState {
     pub fn committed_offset(&self, id: &StreamId, group: &str, now_ms: u64) -> Result<Option<u64>> {
         Ok(match self.lookup(id, now_ms)?.consumers.get(group) {
             Some(ConsumerGroup::Lease(lease)) => lease.committed,
+            Some(ConsumerGroup::Queue(_)) => return Err(super::queues::kind_mismatch(group, "lease")),
             None => None,
         })
     }

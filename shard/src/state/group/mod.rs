@@ -33,11 +33,12 @@
 
 mod admin;
 pub mod cold;
-mod consumer_state;
+pub(crate) mod consumer_state;
 mod consumers;
 mod members;
 mod ops;
 mod producer;
+pub(crate) mod queues;
 pub mod read;
 mod snapshot;
 mod snapshot_v2;
@@ -63,7 +64,7 @@ pub use producer::{ItemFailure, ItemOutcome, Landed, ProducerEntry, ProducerStat
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use read::{ColdPiece, ColdRecords, HotOnly, Piece, ReadPlan};
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
-pub use consumer_state::{ConsumerGroup, LeaseState};
+pub use consumer_state::{ConsumerGroup, LeaseState, QueueMessage, QueueState};
 pub use stream::StreamState;
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use times::TimeRuns;
@@ -93,6 +94,9 @@ pub struct GroupLimits {
     /// Live consumers one consumer group's membership may hold; one more
     /// is `TooManyConsumers`.
     pub max_consumers_per_group: usize,
+    /// Dead letters one queue group may hold; a receive that would
+    /// dead-letter one more is `DeadLettersFull`.
+    pub max_dead_letters_per_group: usize,
 }
 
 impl GroupLimits {
@@ -104,6 +108,7 @@ impl GroupLimits {
             max_hot_bytes: u64::MAX,
             max_consumer_groups_per_stream: usize::MAX,
             max_consumers_per_group: usize::MAX,
+            max_dead_letters_per_group: usize::MAX,
             ..self.clone()
         }
     }
@@ -120,6 +125,7 @@ impl Default for GroupLimits {
             max_hot_bytes: 64 << 20,
             max_consumer_groups_per_stream: 64,
             max_consumers_per_group: 4096,
+            max_dead_letters_per_group: 10_000,
         }
     }
 }
@@ -227,6 +233,12 @@ impl GroupState {
             Op::CommitOffset(req) => self.commit_offset(req, now),
             Op::Heartbeat(req) => self.heartbeat(req, now),
             Op::Leave(req) => self.leave(req, now),
+            Op::QueueReceive(req) => self.queue_receive(req, now),
+            Op::QueueAck(req) => self.queue_settle(req, false, now),
+            Op::QueueNack(req) => self.queue_settle(req, true, now),
+            Op::SetQueuePolicy(req) => self.set_queue_policy(req, now),
+            Op::PurgeDeadLetters(req) => self.queue_dead_letters(req, false, now),
+            Op::RedriveDeadLetters(req) => self.queue_dead_letters(req, true, now),
         };
         let mutated = self.commit_index != before;
         debug_assert!(self.commit_index - before <= 1, "one command, one commit index");

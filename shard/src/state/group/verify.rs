@@ -252,7 +252,13 @@ fn verify_consumers(stream: &StreamState) -> Check {
         ensure(!name.is_empty() && name.len() <= MAX_CONSUMER_NAME_LEN, || {
             format!("consumer group name of {} bytes", name.len())
         })?;
-        let ConsumerGroup::Lease(lease) = group;
+        let lease = match group {
+            ConsumerGroup::Lease(lease) => lease,
+            ConsumerGroup::Queue(q) => {
+                verify_queue(stream, name, q)?;
+                continue;
+            }
+        };
         ensure(lease.generation >= 1, || format!("consumer group {name:?} at generation 0"))?;
         if let Some(owner) = &lease.owner {
             ensure(!owner.is_empty() && owner.len() <= MAX_CONSUMER_NAME_LEN, || {
@@ -263,6 +269,42 @@ fn verify_consumers(stream: &StreamState) -> Check {
             ensure(committed <= stream.next_offset, || {
                 format!("consumer group {name:?} committed {committed}, past the tail {}", stream.next_offset)
             })?;
+        }
+    }
+    Ok(())
+}
+
+/// A queue group: its high-water mark within the stream, every message in
+/// flight or dead below it and not overlapping the next, in one set only,
+/// receipts unique and issued, a policy within bounds.
+fn verify_queue(
+    stream: &StreamState,
+    name: &str,
+    q: &crate::state::group::consumer_state::QueueState,
+) -> Check {
+    use crate::state::group::queues::{MAX_QUEUE_ATTEMPTS, MAX_QUEUE_IN_FLIGHT};
+    ensure(q.next <= stream.next_offset, || {
+        format!("queue group {name:?} high-water mark {} past the tail {}", q.next, stream.next_offset)
+    })?;
+    ensure((1..=MAX_QUEUE_ATTEMPTS).contains(&q.max_attempts), || {
+        format!("queue group {name:?} max_attempts {}", q.max_attempts)
+    })?;
+    ensure((1..=MAX_QUEUE_IN_FLIGHT).contains(&q.max_in_flight), || {
+        format!("queue group {name:?} max_in_flight {}", q.max_in_flight)
+    })?;
+    let mut receipts = std::collections::BTreeSet::new();
+    let mut end = 0;
+    let mut all: Vec<(&u64, &crate::state::group::consumer_state::QueueMessage)> =
+        q.in_flight.iter().chain(q.dead.iter()).collect();
+    all.sort_by_key(|(o, _)| **o);
+    for (offset, m) in all {
+        ensure(*offset >= end && m.len > 0 && offset + m.len <= q.next, || {
+            format!("queue group {name:?} message at {offset} (+{}) overlaps or passes {}", m.len, q.next)
+        })?;
+        end = offset + m.len;
+        ensure(m.receipt <= q.last_receipt, || format!("queue group {name:?} receipt {} never issued", m.receipt))?;
+        if m.receipt != 0 {
+            ensure(receipts.insert(m.receipt), || format!("queue group {name:?} receipt {} twice", m.receipt))?;
         }
     }
     Ok(())

@@ -13,6 +13,7 @@ mod expiry;
 mod producer;
 mod leases;
 mod members;
+mod queues;
 mod records;
 mod retention;
 
@@ -34,6 +35,7 @@ pub(super) fn small_limits() -> GroupLimits {
         max_hot_bytes: u64::MAX,
         max_consumer_groups_per_stream: 4,
         max_consumers_per_group: 2,
+        max_dead_letters_per_group: 3,
     }
 }
 
