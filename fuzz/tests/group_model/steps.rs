@@ -347,24 +347,86 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
             at(),
         )
             .prop_map(|(s, g, o, action, ttl_ms, stale, at)| Step::Lease { s, g, o, action, ttl_ms, stale, at }),
-        5 => (
-            s(),
-            prop_oneof![6 => 0..2usize, 1 => Just(2usize)],
-            prop_oneof![
-                6 => Just(QueueAction::Receive { latest: false }),
-                1 => Just(QueueAction::Receive { latest: true }),
-                4 => prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(|stale| QueueAction::Ack { stale }),
-                2 => prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(|stale| QueueAction::Nack { stale }),
-                1 => Just(QueueAction::Policy),
-                1 => Just(QueueAction::Purge),
-                1 => Just(QueueAction::Redrive),
-                2 => Just(QueueAction::Look),
-            ],
-            0..5usize,
-            prop_oneof![3 => Just(0u64), 3 => 1..2_000u64, 1 => Just(u64::MAX)],
-        )
-            .prop_map(|(s, g, action, n, ms)| Step::Queue { s, g, action, n, ms }),
+        5 => queue(s(), prop_oneof![3 => Just(0u64), 3 => 1..2_000u64, 1 => Just(u64::MAX)], 0..5usize, 1, 4),
         1 => (s(), 0..30usize).prop_map(|(s, max_len)| Step::Bootstrap { s, max_len }),
+        1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
+    ]
+}
+
+/// A queue group step on a stream picked by `s`, with `ms` (a visibility,
+/// a nack delay or, modulo 4, a policy's in-flight bound) drawn from `ms`
+/// and `n` (messages to receive, a policy's attempts, a receipt's pick);
+/// `settle` weighs policies, purges and redrives and `ack` weighs acks
+/// against the rest (few acks let messages run out of attempts).
+fn queue(
+    s: impl Strategy<Value = usize>,
+    ms: impl Strategy<Value = u64>,
+    n: impl Strategy<Value = usize>,
+    settle: u32,
+    ack: u32,
+) -> impl Strategy<Value = Step> {
+    (
+        s,
+        prop_oneof![6 => 0..2usize, 1 => Just(2usize)],
+        prop_oneof![
+            6 => Just(QueueAction::Receive { latest: false }),
+            1 => Just(QueueAction::Receive { latest: true }),
+            ack => prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(|stale| QueueAction::Ack { stale }),
+            2 => prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(|stale| QueueAction::Nack { stale }),
+            settle => Just(QueueAction::Policy),
+            settle => Just(QueueAction::Purge),
+            2 * settle => Just(QueueAction::Redrive),
+            2 => Just(QueueAction::Look),
+        ],
+        n,
+        ms,
+    )
+        .prop_map(|(s, g, action, n, ms)| Step::Queue { s, g, action, n, ms })
+}
+
+/// A mix for queue groups: two streams of one bucket, many appends and
+/// queue steps, the clock moving in steps about as long as a visibility
+/// timeout, so messages are received again, run out of attempts, are
+/// dead-lettered, purged and redriven; retention, re-creates, a shared
+/// lease name and snapshot round trips in between.
+pub(crate) fn queue_step() -> impl Strategy<Value = Step> {
+    let s = || 0..2usize;
+    // Lasting streams: a queue needs a stream that outlives a few
+    // visibility timeouts (the broad mix covers expiring ones).
+    let create = s().prop_map(|s| Step::Create {
+        s,
+        ct: None,
+        payload: Some(3),
+        closed: false,
+        life: Life::Forever,
+        attrs: None,
+        producer: None,
+        seq: None,
+        more: Vec::new(),
+    });
+    let append = (s(), len()).prop_map(|(s, len)| Step::Append {
+        s,
+        len,
+        more: Vec::new(),
+        ct: None,
+        close_after: false,
+        seq: None,
+        producer: None,
+    });
+    prop_oneof![
+        3 => create,
+        6 => append,
+        2 => (s(), proptest::collection::vec(len(), 1..5)).prop_map(|(s, lens)| Step::Batch { s, lens, ct: None, producer: None }),
+        4 => (0..1_500u64).prop_map(Step::Advance),
+        14 => queue(
+            prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
+            prop_oneof![1 => Just(0u64), 12 => 1..800u64, 1 => Just(u64::MAX)],
+            prop_oneof![1 => Just(0usize), 8 => 1..4usize],
+            3,
+            1
+        ),
+        1 => (s(), at()).prop_map(|(s, at)| Step::Retain { s, at }),
+        1 => s().prop_map(Step::Delete),
         1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
     ]
 }
