@@ -16,7 +16,8 @@ use bytes::Bytes;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
 use rill_shard::state::command::{
     Command, CompactCommit, FlushCommit, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat,
-    MemberLeave, OffsetCommit, Op, PackCommit, SliceCommit,
+    MemberLeave, OffsetCommit, Op, PackCommit, QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle,
+    RecordSpan, SliceCommit,
 };
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
@@ -190,6 +191,28 @@ pub fn sample_commands() -> Vec<Command> {
             ttl_ms: 7,
         }),
         Op::Leave(MemberLeave { bucket: "a".into(), group: "cg".into(), consumer: "o1".into() }),
+        Op::QueueReceive(QueueReceive {
+            id: a.clone(),
+            group: "q".into(),
+            max: 3,
+            visibility_ms: 30_000,
+            start_offset: 0,
+            fresh: vec![
+                RecordSpan { offset: 0, len: 5, at_ms: 1_000 },
+                RecordSpan { offset: 5, len: 5, at_ms: 1_977 },
+            ],
+        }),
+        Op::QueueAck(QueueSettle { id: a.clone(), group: "q".into(), receipt: 1, delay_ms: 0 }),
+        Op::QueueNack(QueueSettle { id: a.clone(), group: "q".into(), receipt: 2, delay_ms: 250 }),
+        Op::SetQueuePolicy(QueuePolicySet {
+            id: a.clone(),
+            group: "q".into(),
+            max_attempts: 3,
+            max_in_flight: 64,
+            start_offset: 0,
+        }),
+        Op::PurgeDeadLetters(QueueDeadLetters { id: a.clone(), group: "q".into() }),
+        Op::RedriveDeadLetters(QueueDeadLetters { id: a.clone(), group: "q".into() }),
     ];
     ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect()
 }

@@ -14,11 +14,12 @@
 //! runs, the corpus test bounds the time per input.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use bytes::Bytes;
-use rill_shard::state::api::{Append, AppendBatch, Create, PublishSnapshot};
-use rill_shard::state::command::{Command, Op};
-use rill_shard::state::group::{GroupLimits, GroupState};
+use rill_shard::state::api::{Append, AppendBatch, Create, PublishSnapshot, Receive};
+use rill_shard::state::command::{Command, Op, QueueSettle};
+use rill_shard::state::group::{GroupLimits, GroupState, HotOnly};
 use rill_shard::wal::format::{
     decode_record_at, encode_record, next_block, pad_to_block, RecordAt, RecordKind, RecordRef,
     SegmentHeader, HEADER_LEN, MAGIC, RECORD_HEADER_LEN,
@@ -313,8 +314,27 @@ fn built_snapshot(data: &[u8]) {
 /// A small but varied group state whose commands are chosen by the input.
 pub fn built_state(c: &mut Cursor<'_>, group: u32, group_count: u32) -> GroupState {
     let mut state = GroupState::new(group, group_count, unbounded_limits());
+    let mut now = 1_000;
     for cmd in built_commands(c) {
+        now = cmd.now_ms;
         state.apply(&cmd, &mut Vec::new());
+    }
+    // Queue groups: receives prepared from the built state, as a core's
+    // admission would, some messages settled again.
+    for stream in ["x", "y"] {
+        if !c.bool() {
+            continue;
+        }
+        let id = StreamId::new("a", stream).expect("valid");
+        let req = Receive::new(&id, "q").max_messages(1 + c.below(3)).visibility(Duration::from_millis(500));
+        if let Ok(receive) = state.prepare_receive(&req, now, &HotOnly) {
+            let cmd = Command { now_ms: now, op: Op::QueueReceive(receive) };
+            state.apply(&cmd, &mut Vec::new());
+        }
+        if c.bool() {
+            let nack = QueueSettle { id, group: "q".into(), receipt: 1, delay_ms: u64::from(c.u8()) };
+            state.apply(&Command { now_ms: now, op: Op::QueueNack(nack) }, &mut Vec::new());
+        }
     }
     state
 }

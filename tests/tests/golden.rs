@@ -12,13 +12,16 @@
 //! opening.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Close, Create, ErrorCode};
+use rill_shard::state::api::Receive;
 use rill_shard::state::command::{
     Command, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op,
+    QueueDeadLetters, QueuePolicySet, QueueSettle,
 };
-use rill_shard::state::group::{GroupLimits, GroupState};
+use rill_shard::state::group::{GroupLimits, GroupState, HotOnly};
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader};
 use rill_shard::wal::recovery;
 use rill_shard::wal::scan::{scan_segment, ScanEnd};
@@ -121,12 +124,64 @@ fn commands_v3() -> Vec<Command> {
     all
 }
 
+/// A queue command of the version 4 recipe, made from the state before it
+/// at its time.
+type QueueStep<'a> = Box<dyn Fn(&GroupState, u64) -> Op + 'a>;
+
+/// The commands of a version 4 segment: [`commands_v3`], then the queue
+/// group commands version 4 adds: a policy of one attempt, receives (each
+/// made by admission from the state the commands before it built), an ack,
+/// nacks, a message dead-lettered, redriven, dead-lettered again and
+/// purged.
+fn commands_v4() -> Vec<Command> {
+    let a = sid("golden", "a");
+    let mut all = commands_v3();
+    let mut state = state_of(all.clone());
+    let mut now = 1_700_000_000_200;
+    let group = || "workers".to_string();
+    let settle = |receipt, delay_ms| QueueSettle { id: a.clone(), group: group(), receipt, delay_ms };
+    let receive = |state: &GroupState, now| {
+        let req = Receive::new(&a, "workers").max_messages(3).visibility(Duration::from_secs(30));
+        Op::QueueReceive(state.prepare_receive(&req, now, &HotOnly).unwrap())
+    };
+    let dead = || QueueDeadLetters { id: a.clone(), group: group() };
+    let steps: Vec<QueueStep<'_>> = vec![
+        Box::new(|_: &GroupState, _| {
+            Op::SetQueuePolicy(QueuePolicySet {
+                id: a.clone(),
+                group: group(),
+                max_attempts: 1,
+                max_in_flight: 8,
+                start_offset: 0,
+            })
+        }),
+        Box::new(receive),
+        Box::new(|_: &GroupState, _| Op::QueueAck(settle(1, 0))),
+        Box::new(|_: &GroupState, _| Op::QueueNack(settle(2, 0))),
+        // Message 2 has had its one attempt: dead-lettered, fresh ones handed out.
+        Box::new(receive),
+        Box::new(|_: &GroupState, _| Op::RedriveDeadLetters(dead())),
+        Box::new(receive),
+        Box::new(|_: &GroupState, _| Op::QueueNack(settle(6, 0))),
+        // Dead-lettered again; the three others are still invisible.
+        Box::new(receive),
+        Box::new(|_: &GroupState, _| Op::PurgeDeadLetters(dead())),
+    ];
+    for step in steps {
+        now += 1;
+        let cmd = Command { now_ms: now, op: step(&state, now) };
+        assert!(state.apply(&cmd, &mut Vec::new()).mutated, "{cmd:?}");
+        all.push(cmd);
+    }
+    all
+}
+
 /// The commands of a segment of `version`.
 fn commands_of(version: u16) -> Vec<Command> {
-    if version >= 3 {
-        commands_v3()
-    } else {
-        commands()
+    match version {
+        4.. => commands_v4(),
+        3 => commands_v3(),
+        _ => commands(),
     }
 }
 
@@ -167,12 +222,13 @@ fn segment(version: u16) -> Vec<u8> {
     bytes
 }
 
-// FORMAT.md "Write-ahead log segment": version 3 is what this build writes,
-// versions 1 and 2 what earlier releases wrote; all read back to the same
+// FORMAT.md "Write-ahead log segment": version 4 is what this build writes,
+// versions 1 to 3 what earlier releases wrote; all read back to the same
 // records, and damage is told from a torn tail.
 #[test]
 fn wal_segments_decode() {
-    for version in [1u16, 2, 3] {
+    assert_eq!(rill_shard::wal::format::FORMAT_VERSION, 4);
+    for version in [1u16, 2, 3, 4] {
         let committed = golden(&format!("wal-v{version}.wal"), &segment(version));
         let scan = scan_segment(&committed).unwrap();
         assert_eq!(scan.header.map(|h| (h.version, h.core, h.seq)), Some((version, 1, 7)));
@@ -203,11 +259,15 @@ fn wal_segments_decode() {
 // taken of; a flipped byte is refused.
 #[test]
 fn checkpoint_decodes() {
-    let built = state_of(commands_v3());
-    let committed = golden("checkpoint-v3.snap", &built.encode_snapshot());
+    let built = state_of(commands_v4());
+    let committed = golden("checkpoint-v4.snap", &built.encode_snapshot());
+    assert_eq!(&committed[8..10], &[4, 0]);
     let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
     assert_eq!(decoded, built);
-    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 15));
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 25));
+    let now = 1_700_000_000_300;
+    let backlog = decoded.backlog(&sid("golden", "a"), "workers", now, &HotOnly).unwrap();
+    assert_eq!((backlog.ready, backlog.in_flight, backlog.dead), (0, 3, 0), "{backlog:?}");
     assert_eq!(decoded.live_consumers("golden", "readers", 1_700_000_000_200), 1);
     assert_eq!(decoded.committed_offset(&sid("golden", "a"), "readers", 0).unwrap(), Some(11));
     let a = decoded.stream(&sid("golden", "a")).unwrap();
@@ -217,6 +277,43 @@ fn checkpoint_decodes() {
         let err = GroupState::decode_snapshot(&flipped(&committed, at), GroupLimits::default()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
     }
+    // The same bytes labelled version 3 (checksum made right) are refused:
+    // version 3 had no queue groups, so such a file is not one it wrote.
+    let mut relabelled = committed.clone();
+    relabelled[8..10].copy_from_slice(&3u16.to_le_bytes());
+    let body_end = relabelled.len() - 32;
+    let sum = *blake3::hash(&relabelled[..body_end]).as_bytes();
+    relabelled[body_end..].copy_from_slice(&sum);
+    let err = GroupState::decode_snapshot(&relabelled, GroupLimits::default()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
+    assert!(err.to_string().contains("version 3"), "{err}");
+}
+
+// A version 3 checkpoint (what the previous release wrote, before queue
+// groups) decodes as it is, and re-encodes as version 4.
+#[test]
+fn a_version_3_checkpoint_decodes() {
+    let committed = golden("checkpoint-v3.snap", &v3_checkpoint());
+    assert_eq!(&committed[8..10], &[3, 0]);
+    let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
+    assert_eq!(decoded, state_of(commands_v3()));
+    assert_eq!(decoded.commit_index(), 15);
+    assert_eq!(decoded.committed_offset(&sid("golden", "a"), "readers", 0).unwrap(), Some(11));
+    let again = decoded.encode_snapshot();
+    assert_eq!(&again[8..10], &[4, 0]);
+    assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
+}
+
+/// The version 3 checkpoint of [`commands_v3`]: this build's encoding
+/// relabelled, which is byte for byte what version 3 wrote for a state
+/// without queue groups (the body types differ only by the queue variant).
+fn v3_checkpoint() -> Vec<u8> {
+    let mut bytes = state_of(commands_v3()).encode_snapshot();
+    bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
+    let body_end = bytes.len() - 32;
+    let sum = *blake3::hash(&bytes[..body_end]).as_bytes();
+    bytes[body_end..].copy_from_slice(&sum);
+    bytes
 }
 
 // A version 2 checkpoint (what the previous release wrote, before record
@@ -239,9 +336,9 @@ fn a_version_2_checkpoint_decodes_migrated() {
         assert_eq!(times, vec![(first, got.created_at_ms())], "{name}");
         assert_eq!(got.last_at_ms(), got.created_at_ms());
     }
-    // Re-encoded, it is a version 3 checkpoint that decodes to itself.
+    // Re-encoded, it is a version 4 checkpoint that decodes to itself.
     let again = decoded.encode_snapshot();
-    assert_eq!(&again[8..10], &[3, 0]);
+    assert_eq!(&again[8..10], &[4, 0]);
     assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 

@@ -96,17 +96,17 @@ pub enum Op {
     Heartbeat(MemberHeartbeat),
     /// A consumer leaving a consumer group (WAL format 3).
     Leave(MemberLeave),
-    /// Receive messages of a queue group (WAL format 3).
+    /// Receive messages of a queue group (WAL format 4).
     QueueReceive(QueueReceive),
-    /// Ack a queue delivery (WAL format 3).
+    /// Ack a queue delivery (WAL format 4).
     QueueAck(QueueSettle),
-    /// Nack a queue delivery (WAL format 3).
+    /// Nack a queue delivery (WAL format 4).
     QueueNack(QueueSettle),
-    /// Set a queue group's policy (WAL format 3).
+    /// Set a queue group's policy (WAL format 4).
     SetQueuePolicy(QueuePolicySet),
-    /// Purge a queue group's dead letters (WAL format 3).
+    /// Purge a queue group's dead letters (WAL format 4).
     PurgeDeadLetters(QueueDeadLetters),
-    /// Put a queue group's dead letters back in flight (WAL format 3).
+    /// Put a queue group's dead letters back in flight (WAL format 4).
     RedriveDeadLetters(QueueDeadLetters),
 }
 

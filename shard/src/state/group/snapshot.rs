@@ -4,7 +4,8 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic b"RILLGSNP"
-//!      8     2  u16le format version (3; version 2 is read and migrated)
+//!      8     2  u16le format version (4; version 3 is read as is, version
+//!               2 is read and migrated)
 //!     10     4  u32le group
 //!     14     4  u32le group_count
 //!     18     8  u64le commit_index
@@ -13,7 +14,8 @@
 //!                bucket -> stream -> stream state (hot records, their
 //!                time runs, cold chunk references, consumer groups), then
 //!                packs and the GC queue, then consumer group membership
-//!                (version 2 has no membership)
+//!                (version 2 has no membership; version 3 has no queue
+//!                groups, which is its only difference)
 //!   30+N    32  BLAKE3 of bytes [0, 30+N)
 //! ```
 //!
@@ -33,12 +35,15 @@ use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
 use crate::state::group::cold::ColdState;
+use crate::state::group::consumer_state::ConsumerGroup;
 use crate::state::group::members::Members;
 use crate::state::group::snapshot_v2::BucketsV2;
 use crate::state::group::{producer, Buckets, GroupLimits, GroupState};
 
 const MAGIC: &[u8; 8] = b"RILLGSNP";
-const VERSION: u16 = 3;
+const VERSION: u16 = 4;
+/// The version before queue groups: its bodies decode as version 4's.
+const NO_QUEUES: u16 = 3;
 /// The oldest version still read (migrated by `snapshot_v2`).
 const OLDEST_READ: u16 = 2;
 const HEADER_LEN: usize = 30;
@@ -107,8 +112,15 @@ impl GroupState {
             return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
         }
         let body = &bytes[HEADER_LEN..body_end];
-        let (buckets, cold, members) = if version == VERSION {
-            decode_body::<(Buckets, ColdState, Members)>(body)?
+        let (buckets, cold, members) = if version >= NO_QUEUES {
+            let body = decode_body::<(Buckets, ColdState, Members)>(body)?;
+            let queues = body.0.values().flat_map(|streams| streams.values()).any(|stream| {
+                stream.consumers.values().any(|group| matches!(group, ConsumerGroup::Queue(_)))
+            });
+            if version == NO_QUEUES && queues {
+                return Err(corrupt(format!("a version {NO_QUEUES} snapshot cannot hold a queue group")));
+            }
+            body
         } else {
             let (old, cold) = decode_body::<(BucketsV2, ColdState)>(body)?;
             let buckets = old
