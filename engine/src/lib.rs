@@ -31,6 +31,7 @@ mod config;
 pub mod consumer;
 mod engine;
 mod metrics;
+mod queues;
 mod runtime;
 mod shape;
 mod timer;
@@ -40,7 +41,6 @@ pub mod server;
 
 pub use admin::PurgeReport;
 pub use config::{online_cpus, Config, DEFAULT_GROUPS, DEFAULT_IO_MEMORY_BYTES};
-pub use consumer::Start;
 pub use engine::Engine;
 pub use metrics::MetricsSnapshot;
 pub use rill_shard::CheckpointConfig;
@@ -49,10 +49,11 @@ pub use rill_shard::{Durability, WalConfig, WalIo};
 pub use shape::{LOCK_FILE, SHAPE_FILE};
 
 pub use rill_shard::api::{
-    AcquireLease, AppSnapshot, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close,
-    CloseReply, Create, CreateReply, GroupSnapshot, HeadReply, Heartbeat, Lease, Membership, ProducerArgs,
-    PublishSnapshot, Read, ReadReply, Record, RecordMeta, RecordsReply, SnapshotReply, DEFAULT_CONTENT_TYPE,
-    DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL,
+    AcquireLease, AppSnapshot, Append, AppendBatch, AppendReply, Backlog, BatchReply, BootstrapReply, Close,
+    CloseReply, Create, CreateReply, Delivery, GroupSnapshot, HeadReply, Heartbeat, Lease, Membership,
+    ProducerArgs, PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, Record, RecordMeta, RecordsReply,
+    SnapshotReply, Start, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN,
+    MAX_LEASE_TTL, MAX_RECEIVE_MESSAGES,
 };
 pub use rill_shard::{placement_hash, MAX_NAME_LEN};
 pub use rill_shard::{record_digest, Integrity, SetSum};

@@ -33,20 +33,9 @@ pub fn target_partition_count(total: usize, live: usize, slack: usize) -> usize 
     total.min(total.div_ceil(live.max(1)).saturating_add(slack))
 }
 
-/// Where a reader without a committed offset starts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Start {
-    /// The oldest retained record.
-    #[default]
-    Earliest,
-    /// The tail: only records appended from now on.
-    Latest,
-    /// The first record stamped at or after this time (Unix ms).
-    Timestamp(u64),
-    /// The first record that starts after this offset (a reader that kept
-    /// the offset of the last record it handled resumes with the next).
-    After(u64),
-}
+/// Where a reader without a committed offset starts: the one type the
+/// queues share ([`crate::Start`]).
+pub use rill_shard::api::Start;
 
 #[cfg(test)]
 mod tests {

@@ -11,11 +11,13 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::api::{
-    AcquireLease, Append, AppendBatch, AppendReply, BatchReply, BootstrapReply, Close, CloseReply, Create,
-    CreateReply, GroupSnapshot, HeadReply, Heartbeat, Lease, LeaseReply, Membership, PublishSnapshot, Read, ReadReply, SnapshotReply, WaitRead,
+    AcquireLease, Append, AppendBatch, AppendReply, Backlog, BatchReply, BootstrapReply, Close, CloseReply,
+    Create, CreateReply, Delivery, GroupSnapshot, HeadReply, Heartbeat, Lease, LeaseReply, Membership,
+    PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, SnapshotReply, WaitRead,
 };
 use crate::state::command::{
-    CompactCommit, FlushCommit, LeaseRelease, LeaseRenew, MemberLeave, OffsetCommit, Op, Response,
+    CompactCommit, FlushCommit, LeaseRelease, LeaseRenew, MemberLeave, OffsetCommit, Op, QueueDeadLetters,
+    QueuePolicySet, QueueSettle, Response,
 };
 use crate::state::name::StreamId;
 
@@ -177,6 +179,66 @@ pub struct OffsetAt {
     /// The time, in Unix milliseconds.
     pub at_ms: u64,
 }
+/// Ack a queue delivery.
+#[derive(Clone, Debug)]
+pub struct Ack {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub group: String,
+    /// The delivery's receipt.
+    pub receipt: u64,
+}
+/// Nack a queue delivery.
+#[derive(Clone, Debug)]
+pub struct Nack {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub group: String,
+    /// The delivery's receipt.
+    pub receipt: u64,
+    /// When it may be received again, from now.
+    pub delay: std::time::Duration,
+}
+/// Set a queue group's policy (a new group starts at the retained offset).
+#[derive(Clone, Debug)]
+pub struct SetQueuePolicy {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub group: String,
+    /// The policy.
+    pub policy: QueuePolicy,
+}
+/// Forget (`redrive` false) or redrive a queue group's dead letters.
+#[derive(Clone, Debug)]
+pub struct SettleDeadLetters {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub group: String,
+    /// Put them back in flight rather than forget them.
+    pub redrive: bool,
+}
+/// A queue group's backlog.
+#[derive(Clone, Debug)]
+pub struct QueueBacklog {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub group: String,
+}
+/// Up to `max` of a queue group's dead letters.
+#[derive(Clone, Debug)]
+pub struct DeadLetters {
+    /// The stream.
+    pub id: StreamId,
+    /// The consumer group.
+    pub group: String,
+    /// Most listed.
+    pub max: usize,
+}
 /// Capture the group's whole state.
 #[derive(Clone, Copy, Debug)]
 pub struct SnapshotGroup;
@@ -215,6 +277,26 @@ mutation!(Heartbeat, "heartbeat", |h| Op::Heartbeat(h.into()), Membership,
     Response::Heartbeat { membership, .. } => membership);
 mutation!(Leave, "leave", |l| Op::Leave(MemberLeave { bucket: l.bucket, group: l.group, consumer: l.consumer }),
     (), Response::Left { .. } => ());
+mutation!(Ack, "ack", |a| Op::QueueAck(QueueSettle { id: a.id, group: a.group, receipt: a.receipt, delay_ms: 0 }),
+    (), Response::QueueSettled { .. } => ());
+mutation!(Nack, "nack", |n| Op::QueueNack(QueueSettle {
+        id: n.id,
+        group: n.group,
+        receipt: n.receipt,
+        delay_ms: u64::try_from(n.delay.as_millis()).unwrap_or(u64::MAX),
+    }), (), Response::QueueSettled { .. } => ());
+mutation!(SetQueuePolicy, "set_queue_policy", |p| Op::SetQueuePolicy(QueuePolicySet {
+        id: p.id,
+        group: p.group,
+        max_attempts: p.policy.max_attempts,
+        max_in_flight: u32::try_from(p.policy.max_in_flight).unwrap_or(u32::MAX),
+        // Clamped up to the retained offset: a new group starts there.
+        start_offset: 0,
+    }), (), Response::QueuePolicySet { .. } => ());
+mutation!(SettleDeadLetters, "settle_dead_letters", |d| {
+        let target = QueueDeadLetters { id: d.id, group: d.group };
+        if d.redrive { Op::RedriveDeadLetters(target) } else { Op::PurgeDeadLetters(target) }
+    }, u64, Response::DeadLetters { count, .. } => count);
 mutation!(CompactCommit, "compact_commit", |c| Op::CompactCommit(c), bool,
     Response::Compacted { replaced } => replaced);
 
@@ -229,6 +311,11 @@ query!(OffsetAt, "offset_at", |o| Request::OffsetAt { id: o.id, at_ms: o.at_ms }
 query!(GetAttrs, "get_attrs", |g| Request::GetAttrs(g.0), Option<String>, Reply::Attrs(a) => a);
 query!(Bootstrap, "bootstrap", |b| Request::Bootstrap { id: b.id, max_len: b.max_len }, BootstrapReply,
     Reply::Bootstrap(r) => r);
+query!(Receive, "receive", |r| Request::Receive(r), Vec<Delivery>, Reply::Deliveries(d) => d);
+query!(QueueBacklog, "backlog", |b| Request::Backlog { id: b.id, group: b.group }, Backlog,
+    Reply::Backlog(b) => b);
+query!(DeadLetters, "dead_letters", |d| Request::DeadLetters { id: d.id, group: d.group, max: d.max },
+    Vec<Delivery>, Reply::Deliveries(d) => d);
 query!(SnapshotGroup, "snapshot_group", |_s| Request::SnapshotGroup, GroupSnapshot,
     Reply::GroupSnapshot(s) => s);
 query!(InstallGroupSnapshot, "install_group_snapshot", |i| Request::InstallGroupSnapshot(i.0), u64,

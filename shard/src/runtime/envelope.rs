@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use futures::channel::oneshot;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{BootstrapReply, GroupSnapshot, HeadReply, Read, ReadReply};
+use crate::state::api::{Backlog, BootstrapReply, Delivery, GroupSnapshot, HeadReply, Read, ReadReply, Receive};
 use crate::state::command::{Op, Response};
 use crate::state::name::StreamId;
 
@@ -68,6 +68,27 @@ pub enum Request {
         /// Most update bytes returned.
         max_len: usize,
     },
+    /// Receive messages of a queue group: admitted (its start and the
+    /// records from the group's high-water mark resolved), logged as
+    /// [`Op::QueueReceive`], answered with the deliveries' bytes once
+    /// durable.
+    Receive(Receive),
+    /// A queue group's backlog.
+    Backlog {
+        /// The stream.
+        id: StreamId,
+        /// The consumer group.
+        group: String,
+    },
+    /// Up to `max` of a queue group's dead letters, with their bytes.
+    DeadLetters {
+        /// The stream.
+        id: StreamId,
+        /// The consumer group.
+        group: String,
+        /// Most dead letters listed.
+        max: usize,
+    },
     /// Capture the group's whole state.
     SnapshotGroup,
     /// Replace the group's state with a snapshot.
@@ -109,6 +130,10 @@ pub enum Reply {
     Committed(Option<u64>),
     /// A bootstrap.
     Bootstrap(BootstrapReply),
+    /// Queue deliveries (or dead letters) with their bytes.
+    Deliveries(Vec<Delivery>),
+    /// A queue group's backlog.
+    Backlog(Backlog),
     /// A captured group state.
     GroupSnapshot(GroupSnapshot),
     /// An installed group state, at its commit index.

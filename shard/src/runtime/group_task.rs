@@ -152,6 +152,15 @@ impl Group {
                 self.renew(core, &id, now).await;
                 answer(result.map(Reply::Bootstrap), reply);
             }
+            Request::Receive(req) => self.receive(core, now, req, reply, sent_at).await,
+            Request::Backlog { id, group } => {
+                let result = self.state.borrow().backlog(&id, &group, now, core.as_ref());
+                answer(result.map(Reply::Backlog), reply)
+            }
+            Request::DeadLetters { id, group, max } => {
+                let result = self.dead_letters(core, &id, &group, max, now);
+                answer(result.map(Reply::Deliveries), reply)
+            }
             Request::SnapshotGroup => {
                 let state = self.state.borrow();
                 let snapshot = GroupSnapshot {
@@ -175,7 +184,7 @@ impl Group {
     }
 
     /// Answers once the group's last submitted entry is durable.
-    fn answer(
+    pub(super) fn answer(
         &self,
         core: &Rc<Core>,
         result: Result<Reply>,
@@ -207,6 +216,23 @@ impl Group {
         sent_at: Instant,
         kind: LatencyKind,
     ) {
+        self.mutate_then(core, now_ms, op, tx, sent_at, kind, |result| result.map(Reply::Applied)).await
+    }
+
+    /// [`Self::mutate_at`], with the reply made by `finish` from what
+    /// applying returned, right after it was applied (a receive reads its
+    /// deliveries' bytes there).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn mutate_then(
+        &self,
+        core: &Rc<Core>,
+        now_ms: u64,
+        op: Op,
+        tx: ReplyTx,
+        sent_at: Instant,
+        kind: LatencyKind,
+        finish: impl FnOnce(Result<Response>) -> Result<Reply>,
+    ) {
         let cmd = Command { now_ms, op };
         let before = self.uncommitted.get();
         let limit = core.limits.max_uncommitted_bytes_per_group;
@@ -224,7 +250,7 @@ impl Group {
                     self.metrics.backpressure_events.fetch_add(1, Relaxed);
                     core.metrics.cold_backpressure_events.fetch_add(1, Relaxed);
                 }
-                self.answer(core, result.map(Reply::Applied), tx, sent_at, kind);
+                self.answer(core, finish(result), tx, sent_at, kind);
                 return;
             }
             Mutation::Logged { index, result, effects, payload_bytes } => {
@@ -232,13 +258,14 @@ impl Group {
             }
         };
         self.account(core, &result);
+        let result = finish(result);
         self.uncommitted.set(before + added);
         self.metrics.uncommitted_bytes.store(before + added, Relaxed);
         let entry = LogEntry { group: self.id, index, body: EntryBody::Command(&cmd) };
         match core.commit.submit(entry).await {
             Ok(lsn) => {
                 self.last_lsn.set(lsn);
-                let reply = PendingReply { tx, result: result.map(Reply::Applied), sent_at, kind };
+                let reply = PendingReply { tx, result, sent_at, kind };
                 core.commit.after(
                     core,
                     Pending { lsn, group: self.id, reply: Some(reply), effects, uncommitted: added },

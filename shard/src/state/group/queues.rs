@@ -361,12 +361,13 @@ impl GroupState {
         })
     }
 
-    /// Up to `max` of a queue group's dead letters, oldest first.
+    /// Up to `max` of a queue group's dead letters, oldest first (receipt
+    /// 0: a dead letter cannot be settled).
     pub fn dead_letter_list(&self, id: &StreamId, group: &str, max: usize, now_ms: u64) -> Result<Vec<DeliveryMeta>> {
         let stream = self.lookup(id, now_ms)?;
         Ok(stream
             .queue(group)?
-            .map(|q| q.dead.iter().take(max).map(|(o, m)| DeliveryMeta::of(*o, m)).collect())
+            .map(|q| q.dead.iter().take(max).map(|(o, m)| DeliveryMeta { receipt: 0, ..DeliveryMeta::of(*o, m) }).collect())
             .unwrap_or_default())
     }
 }
