@@ -65,7 +65,7 @@ pub(crate) struct Inner {
     /// The data directory's lock, released once the cores have stopped.
     pub(crate) lock: parking_lot::Mutex<Option<std::fs::File>>,
     /// The clock the cores stamp commands with.
-    pub(crate) clock: crate::timer::EngineClock,
+    pub(crate) clock: EngineClock,
     /// The core the next [`Engine::sleep`] is timed on (taken in turn).
     pub(crate) next_timer_core: std::sync::atomic::AtomicUsize,
 }
@@ -96,7 +96,7 @@ impl Engine {
                 executors,
                 closed: AtomicBool::new(false),
                 lock: parking_lot::Mutex::new(Some(lock)),
-                clock: crate::timer::EngineClock(clock),
+                clock: EngineClock(clock),
                 next_timer_core: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
@@ -672,4 +672,14 @@ async fn reply<T>(mut rx: oneshot::Receiver<T>, spin: Duration) -> std::result::
         }
     }
     rx.await
+}
+
+/// The cores' clock, kept by the handle for [`Engine::now_ms`].
+#[derive(Clone)]
+pub(crate) struct EngineClock(pub(crate) rill_shard::node::Clock);
+
+impl std::fmt::Debug for EngineClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EngineClock({} ms)", (self.0)())
+    }
 }

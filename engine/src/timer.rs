@@ -46,13 +46,3 @@ impl Engine {
         (self.inner.clock.0)()
     }
 }
-
-/// The cores' clock, kept by the handle for [`Engine::now_ms`].
-#[derive(Clone)]
-pub(crate) struct EngineClock(pub(crate) rill_shard::node::Clock);
-
-impl std::fmt::Debug for EngineClock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "EngineClock({} ms)", (self.0)())
-    }
-}

@@ -714,6 +714,15 @@ pub enum Start {
 /// Most messages one receive hands out.
 pub const MAX_RECEIVE_MESSAGES: u32 = 1000;
 
+/// Attempts before a message is dead-lettered, by default.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// Messages a queue group keeps in flight at most, by default.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1024;
+/// The largest `max_in_flight` a policy may set.
+pub const MAX_QUEUE_IN_FLIGHT: u32 = 65_536;
+/// The largest `max_attempts` a policy may set.
+pub const MAX_QUEUE_ATTEMPTS: u32 = 1000;
+
 /// Receive messages of queue group `consumer_group` of a stream (SPEC §2
 /// "Queues"): up to `max_messages` (10 by default), each invisible to
 /// other receives for `visibility` (30 s by default). `start` applies only
@@ -810,8 +819,8 @@ pub struct QueuePolicy {
 impl Default for QueuePolicy {
     fn default() -> Self {
         QueuePolicy {
-            max_attempts: crate::state::group::queues::DEFAULT_MAX_ATTEMPTS,
-            max_in_flight: crate::state::group::queues::DEFAULT_MAX_IN_FLIGHT as usize,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT as usize,
         }
     }
 }

@@ -30,32 +30,13 @@
 //! queue groups of a later command share it).
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{LeaseReply, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL};
+use crate::state::api::LeaseReply;
 use crate::state::command::{LeaseAcquire, LeaseRelease, LeaseRenew, OffsetCommit, Response};
+use crate::state::group::checks::{check_name, check_ttl, kind_mismatch};
 use crate::state::group::consumer_state::{ConsumerGroup, LeaseState};
 use crate::state::group::stream::StreamState;
 use crate::state::group::GroupState;
 use crate::state::name::StreamId;
-
-/// Checks a consumer group, owner or consumer name (also membership's).
-pub(super) fn check_name(what: &str, name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > MAX_CONSUMER_NAME_LEN {
-        return Err(Error::bad_request(format!(
-            "a {what} name has 1 to {MAX_CONSUMER_NAME_LEN} bytes, not {}",
-            name.len()
-        )));
-    }
-    Ok(())
-}
-
-/// Checks a lease's or heartbeat's TTL (also membership's).
-pub(super) fn check_ttl(ttl_ms: u64) -> Result<()> {
-    let max = MAX_LEASE_TTL.as_millis() as u64;
-    if ttl_ms == 0 || ttl_ms > max {
-        return Err(Error::bad_request(format!("a lease lasts from 1 to {max} ms, not {ttl_ms}")));
-    }
-    Ok(())
-}
 
 fn lost(group: &str, generation: u64, current: u64) -> Error {
     ErrorKind::OwnershipLost { consumer_group: group.to_string(), generation, current_generation: current }
@@ -78,7 +59,7 @@ impl StreamState {
                     Err(lost(group, generation, lease.generation))
                 }
             }
-            Some(ConsumerGroup::Queue(_)) => Err(super::queues::kind_mismatch(group, "lease")),
+            Some(ConsumerGroup::Queue(_)) => Err(kind_mismatch(group, "lease")),
             None => Err(lost(group, generation, 0)),
         }
     }
@@ -111,7 +92,7 @@ impl GroupState {
                 }
                 lease.generation + 1
             }
-            Some(ConsumerGroup::Queue(_)) => return Err(super::queues::kind_mismatch(&req.group, "lease")),
+            Some(ConsumerGroup::Queue(_)) => return Err(kind_mismatch(&req.group, "lease")),
         };
         let commit_index = self.bump();
         let stream = Self::stream_mut(&mut self.buckets, &req.id)?;
@@ -183,7 +164,7 @@ impl GroupState {
     pub fn committed_offset(&self, id: &StreamId, group: &str, now_ms: u64) -> Result<Option<u64>> {
         Ok(match self.lookup(id, now_ms)?.consumers.get(group) {
             Some(ConsumerGroup::Lease(lease)) => lease.committed,
-            Some(ConsumerGroup::Queue(_)) => return Err(super::queues::kind_mismatch(group, "lease")),
+            Some(ConsumerGroup::Queue(_)) => return Err(kind_mismatch(group, "lease")),
             None => None,
         })
     }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use crate::error::{ErrorKind, Result};
 use crate::state::api::Membership;
 use crate::state::command::{MemberHeartbeat, MemberLeave, Response};
-use crate::state::group::consumers::{check_name, check_ttl};
+use crate::state::group::checks::{check_name, check_ttl};
 use crate::state::group::GroupState;
 use crate::state::name::validate_name;
 

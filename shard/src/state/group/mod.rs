@@ -32,6 +32,7 @@
 //! commands (they are control-plane operations, not reads or writes).
 
 mod admin;
+mod checks;
 pub mod cold;
 pub(crate) mod consumer_state;
 mod consumers;

@@ -32,23 +32,17 @@
 //! Visibility uses the group's clock (the command's `now_ms`).
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{self, Backlog, DeliveryMeta, Read, Start, MAX_LEASE_TTL, MAX_RECEIVE_MESSAGES};
+use crate::state::api::{
+    self, Backlog, DeliveryMeta, Read, Start, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_IN_FLIGHT, MAX_LEASE_TTL,
+    MAX_QUEUE_ATTEMPTS, MAX_QUEUE_IN_FLIGHT, MAX_RECEIVE_MESSAGES,
+};
 use crate::state::command::{QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle, RecordSpan, Response};
 use crate::state::group::consumer_state::{ConsumerGroup, QueueMessage, QueueState};
-use crate::state::group::consumers::check_name;
+use crate::state::group::checks::{check_name, kind_mismatch};
 use crate::state::group::read::ColdRecords;
 use crate::state::group::stream::StreamState;
 use crate::state::group::GroupState;
 use crate::state::name::StreamId;
-
-/// Attempts before a message is dead-lettered, by default.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
-/// Messages a queue group keeps in flight at most, by default.
-pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1024;
-/// The largest `max_in_flight` a policy may set.
-pub const MAX_QUEUE_IN_FLIGHT: u32 = 65_536;
-/// The largest `max_attempts` a policy may set.
-pub const MAX_QUEUE_ATTEMPTS: u32 = 1000;
 
 impl QueueState {
     /// A new group reading from `start` with the default policy.
@@ -71,11 +65,6 @@ impl QueueState {
         }
         self.in_flight.iter().find(|(_, m)| m.receipt == receipt).map(|(o, _)| *o)
     }
-}
-
-pub(super) fn kind_mismatch(group: &str, wanted: &'static str) -> Error {
-    let is = if wanted == "queue" { "lease" } else { "queue" };
-    ErrorKind::ConsumerGroupKindMismatch { consumer_group: group.to_string(), is, wanted }.into()
 }
 
 fn receipt_not_found(group: &str, receipt: u64) -> Error {

@@ -282,7 +282,7 @@ fn verify_queue(
     name: &str,
     q: &crate::state::group::consumer_state::QueueState,
 ) -> Check {
-    use crate::state::group::queues::{MAX_QUEUE_ATTEMPTS, MAX_QUEUE_IN_FLIGHT};
+    use crate::state::api::{MAX_QUEUE_ATTEMPTS, MAX_QUEUE_IN_FLIGHT};
     ensure(q.next <= stream.next_offset, || {
         format!("queue group {name:?} high-water mark {} past the tail {}", q.next, stream.next_offset)
     })?;
