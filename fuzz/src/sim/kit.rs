@@ -48,6 +48,10 @@ pub struct Stats {
     /// Pack-directory faults delivered, and packs a power failure tore.
     pub pack_faults: u64,
     pub packs_torn: u64,
+    /// Queue messages delivered (receipts handed out) and acks that
+    /// removed one (SPEC §2 "Queues").
+    pub queue_deliveries: u64,
+    pub queue_acks: u64,
 }
 
 impl Stats {
@@ -81,6 +85,8 @@ impl Stats {
             (&mut self.orphans_swept, other.orphans_swept),
             (&mut self.pack_faults, other.pack_faults),
             (&mut self.packs_torn, other.packs_torn),
+            (&mut self.queue_deliveries, other.queue_deliveries),
+            (&mut self.queue_acks, other.queue_acks),
         ];
         for (mine, theirs) in pairs {
             *mine += theirs;
@@ -97,7 +103,7 @@ impl fmt::Display for Stats {
              {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused, {} deferred), \
              {} retries, unacked kept/dropped {}/{}; cold: {} flushes, {} compactions, {} files removed, \
              {} purges ({} buckets erased), {} packs damaged, {} damaged reads refused, {} orphans swept, \
-             {} pack faults, {} packs torn",
+             {} pack faults, {} packs torn; queues: {} deliveries, {} acks",
             self.steps,
             self.commands,
             self.mutations,
@@ -125,7 +131,9 @@ impl fmt::Display for Stats {
             self.cold_corruptions_detected,
             self.orphans_swept,
             self.pack_faults,
-            self.packs_torn
+            self.packs_torn,
+            self.queue_deliveries,
+            self.queue_acks
         )
     }
 }

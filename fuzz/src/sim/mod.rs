@@ -30,6 +30,7 @@ pub mod device;
 pub mod kit;
 pub mod packs;
 pub mod plan;
+mod queues;
 pub mod restart;
 pub mod shrink;
 pub mod world;

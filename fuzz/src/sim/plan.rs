@@ -103,6 +103,25 @@ pub enum At {
     BelowSnapshot(u64),
 }
 
+/// What a [`SimOp::Queue`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueAction {
+    /// Receive up to `n` messages; a new group starts at the tail when
+    /// `latest`.
+    Receive {
+        latest: bool,
+    },
+    Ack,
+    /// Nack with a delay of `ms`.
+    Nack,
+    /// Set the policy: `n` attempts, `ms % 5` in flight.
+    Policy,
+    Purge,
+    Redrive,
+    /// Compare the backlog and up to `n` dead letters.
+    Look,
+}
+
 /// What a device does with the operation it is allowed to complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DevFault {
@@ -172,6 +191,20 @@ pub enum SimOp {
         ttl_ms: u16,
         stale: bool,
         at: At,
+    },
+    /// A queue group command (SPEC §2 "Queues") on consumer group `group`
+    /// (`cg1`, shared with the lease groups' names, or `q0`/`q1`):
+    /// [`QueueAction`] with a count `n` (messages, policy attempts, list
+    /// length) and a time `ms` (visibility, nack delay, policy in-flight
+    /// bound). Receipts are those in flight in the model or, when `stale`,
+    /// older ones.
+    Queue {
+        s: usize,
+        group: u8,
+        action: QueueAction,
+        n: u8,
+        ms: u16,
+        stale: bool,
     },
     /// A read; renews a TTL stream through a logged `Touch` when due, as
     /// the runtime does.
@@ -298,6 +331,7 @@ impl SimOp {
             SimOp::ColdStep { .. } => "cold-step",
             SimOp::Purge { .. } => "purge",
             SimOp::Lease { .. } => "lease",
+            SimOp::Queue { .. } => "queue",
             SimOp::Crash { .. } => "crash",
         }
     }
@@ -354,8 +388,39 @@ pub fn generate(seed: u64, ops: usize) -> (Setup, Mix, Vec<SimOp>) {
     let setup = setup(&mut rng);
     let mix = mix(&mut rng);
     let mut op_rng = rng.fork();
-    let list = (0..ops).map(|_| op(&mut op_rng, &setup, &mix)).collect();
+    // Queue commands come from a stream of their own, between the others,
+    // so adding them left every other operation of a seed as it was.
+    let mut queue_rng = rng.fork();
+    let queue_pct = if queue_rng.chance(1, 4) { 0 } else { queue_rng.range(2, 12) };
+    let mut list = Vec::with_capacity(ops + ops / 8);
+    for _ in 0..ops {
+        list.push(op(&mut op_rng, &setup, &mix));
+        if queue_rng.chance(queue_pct, 100) {
+            list.push(queue_op(&mut queue_rng, &setup));
+        }
+    }
     (setup, mix, list)
+}
+
+fn queue_op(rng: &mut Rng, setup: &Setup) -> SimOp {
+    let action = match rng.weighted(&[8, 1, 5, 3, 1, 1, 1, 2]) {
+        0 => QueueAction::Receive { latest: false },
+        1 => QueueAction::Receive { latest: true },
+        2 => QueueAction::Ack,
+        3 => QueueAction::Nack,
+        4 => QueueAction::Policy,
+        5 => QueueAction::Purge,
+        6 => QueueAction::Redrive,
+        _ => QueueAction::Look,
+    };
+    SimOp::Queue {
+        s: stream_pick(rng, setup),
+        group: rng.weighted(&[1, 4, 2]) as u8,
+        action,
+        n: rng.range(0, 5) as u8,
+        ms: if rng.chance(1, 10) { 0 } else { rng.range(1, 3_000) as u16 },
+        stale: rng.chance(1, 8),
+    }
 }
 
 fn setup(rng: &mut Rng) -> Setup {

@@ -417,6 +417,10 @@ impl Sim {
                 };
                 self.command(&id, op)?;
             }
+            SimOp::Queue { s, group, action, n, ms, stale } => {
+                let id = self.target(*s);
+                self.queue(id, *group, *action, *n, *ms, *stale)?;
+            }
             SimOp::Publish { s, at, variant } => {
                 let id = self.target(*s);
                 let offset = self.offset(&id, *at);
