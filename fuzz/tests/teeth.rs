@@ -143,6 +143,26 @@ fn a_commit_under_a_stale_lease_is_caught() {
     assert!(caught.iter().all(|(_, f)| f.check == "reply"), "{caught:?}");
 }
 
+// SPEC §2 "Queues", §6: an ack, once durable, is never undone; replaying
+// it as a nack brings an acknowledged message back after a restart, and
+// the recovered queue state is not what was acknowledged.
+#[test]
+fn an_ack_replayed_as_a_nack_is_caught() {
+    let caught = catch(Bug::ReplayAckAsNack);
+    assert!(
+        caught.iter().all(|(_, f)| ["acked-lost", "not-a-prefix", "recovery"].contains(&f.check)),
+        "{caught:?}"
+    );
+}
+
+// SPEC §2 "Queues", §7: a group snapshot keeps every message in flight; a
+// restore that forgets them loses delivered, unacknowledged messages
+// (they are below the group's high-water mark and would never come back).
+#[test]
+fn a_restore_that_drops_messages_in_flight_is_caught() {
+    catch(Bug::RestoreDropsInFlight);
+}
+
 // The shrinker turns a caught failure into a short list of operations that
 // still fails the same check when replayed with `--keep`.
 #[test]

@@ -60,11 +60,18 @@ pub enum Bug {
     /// A commit under a stale lease (another owner or an older generation)
     /// is accepted (`group/consumers.rs`).
     StaleLeaseCommit = 12,
+    /// Recovery replays a logged queue ack as a nack, so an acknowledged
+    /// message comes back after a restart (`wal/recovery.rs`).
+    ReplayAckAsNack = 13,
+    /// Restoring a group snapshot forgets its queue groups' messages in
+    /// flight, so a delivered, unacknowledged message is lost
+    /// (`group/snapshot.rs`).
+    RestoreDropsInFlight = 14,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 14] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -77,6 +84,8 @@ impl Bug {
         Bug::AckAfterFailedFsync,
         Bug::RetirePinned,
         Bug::StaleLeaseCommit,
+        Bug::ReplayAckAsNack,
+        Bug::RestoreDropsInFlight,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -94,6 +103,8 @@ impl Bug {
             Bug::AckAfterFailedFsync => "ack-after-failed-fsync",
             Bug::RetirePinned => "retire-pinned",
             Bug::StaleLeaseCommit => "stale-lease-commit",
+            Bug::ReplayAckAsNack => "replay-ack-as-nack",
+            Bug::RestoreDropsInFlight => "restore-drops-in-flight",
         }
     }
 

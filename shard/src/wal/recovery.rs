@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use super::format::RecordKind;
 use super::scan::{scan_segment, ScanEnd};
 use crate::error::{Error, Result};
-use crate::state::command::Command;
+use crate::state::command::{Command, Op, QueueSettle};
 use crate::state::group::{GroupLimits, GroupState};
 
 /// Directory holding the checkpoints.
@@ -215,8 +215,13 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
                 )));
             }
             RecordKind::Command => {
-                let cmd: Command = postcard::from_bytes(record.body)
+                let mut cmd: Command = postcard::from_bytes(record.body)
                     .map_err(|e| where_(&format!("undecodable command: {e}")))?;
+                if crate::planted::active(crate::planted::Bug::ReplayAckAsNack) {
+                    if let Op::QueueAck(ack) = &cmd.op {
+                        cmd.op = Op::QueueNack(QueueSettle { delay_ms: 0, ..ack.clone() });
+                    }
+                }
                 let mut effects = Vec::new();
                 let applied = state.apply(&cmd, &mut effects);
                 if !applied.mutated || state.commit_index() != record.index {
