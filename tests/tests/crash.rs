@@ -118,5 +118,11 @@ fn kill_9_cycles(name: &str, config: fn(&Path) -> Config, args: &[&str]) {
         lease.acquires, lease.generation, lease.commits, lease.committed, lease.sent
     );
     assert!(lease.acquires > 0 && lease.commits > 0, "{name}: the lease writer never got going: {lease:?}");
+    let queue = model.queue();
+    println!(
+        "{name}: queue workers: {} deliveries and {} acks acknowledged in the children, {} drained after the kills, {} acks in flight at a kill had landed",
+        queue.deliveries, queue.acks, queue.drained, queue.acks_landed_unseen
+    );
+    assert!(queue.deliveries > 0 && queue.acks > 0, "{name}: the queue workers never got going");
     println!("{name}: seed {seed}, {cycles} cycles passed in {:.1} s", started.elapsed().as_secs_f64());
 }

@@ -260,6 +260,11 @@ fn power_cuts_lose_no_acknowledged_operation() {
         "power-loss test: lease writer: {} acquires (last generation {}), {} commits acknowledged (committed {} of {} sent)",
         lease.acquires, lease.generation, lease.commits, lease.committed, lease.sent
     );
+    let queue = model.queue();
+    println!(
+        "power-loss test: queue workers: {} deliveries and {} acks acknowledged in the children, {} drained after the cuts, {} acks in flight at a cut had landed",
+        queue.deliveries, queue.acks, queue.drained, queue.acks_landed_unseen
+    );
     println!(
         "power-loss test: seed {seed}, {cycles} cycles passed in {:.1} s ({faults_fired} failed fsyncs, \
          {poisoned} poisoned-core probes, {torn} torn writes, {} purged buckets erased)",

@@ -149,7 +149,7 @@ fn main() -> ExitCode {
             return ExitCode::from(5);
         }
     };
-    let extras = Extras { purges: args.power_loss, maintenance: args.power_loss, leases: true };
+    let extras = Extras { purges: args.power_loss, maintenance: args.power_loss, leases: true, queues: true };
     let workload =
         run_workload_with(engine.clone(), args.seed, args.cycle, args.resends, sink.clone(), extras);
     if let Err(e) = runtime.block_on(workload) {

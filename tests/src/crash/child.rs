@@ -89,6 +89,8 @@ pub struct Extras {
     pub maintenance: bool,
     /// The lease writer ([`super::lease::lease_loop`]).
     pub leases: bool,
+    /// The queue producer and workers ([`super::queue::queue_loop`]).
+    pub queues: bool,
 }
 
 /// [`run_workload`] plus `extras`, which run until the process is killed
@@ -106,6 +108,9 @@ pub async fn run_workload_with(
     }
     if extras.leases {
         tokio::spawn(super::lease::lease_loop(engine.clone(), seed, cycle, sink.clone()));
+    }
+    if extras.queues {
+        tokio::spawn(super::queue::queue_loop(engine.clone(), seed, cycle, sink.clone()));
     }
     if extras.maintenance {
         tokio::spawn(super::purge::maintenance_loop(engine.clone(), seed, cycle));

@@ -29,7 +29,11 @@
 //!   was a producer append, the next child resends it with the same
 //!   producer seq, and the engine must answer it as a duplicate with the
 //!   original offsets if it had landed before the kill, or apply it once at
-//!   the current tail if it had not. It is never applied twice.
+//!   the current tail if it had not. It is never applied twice;
+//! * queues are at-least-once and lose nothing (`queue.rs`): no message is
+//!   delivered to a group again after its ack was acknowledged, and after
+//!   the parent drains both groups every acknowledged append was acked
+//!   exactly once per group, with nothing left ready, in flight or dead.
 //!
 //! The parent keeps every stream of every earlier cycle in its model and
 //! checks all of them after each kill, so an operation that survived one
@@ -82,6 +86,11 @@
 //! K <generation>                         the lease writer acquired its lease (`lease.rs`)
 //! N <offset>                             the lease writer is about to commit this offset
 //! M <committed>                          the commit was acknowledged: the committed offset
+//! P <tag>                                the queue producer is about to append `<tag>` (`queue.rs`)
+//! Q <tag> <offset>                       that append was acknowledged at <offset>
+//! R <group> <offset> <receipt>           a queue worker of <group> was handed this delivery
+//! X <group> <offset> <receipt>           about to ack that delivery
+//! Y <group> <offset> <receipt>           the ack was acknowledged
 //! D                                      the op budget is spent; the child idles
 //! ```
 //!
@@ -101,6 +110,8 @@
 //!   must vanish) and on-demand maintenance;
 //! * `lease.rs`: the lease writer (a fenced lease and its committed offset,
 //!   acquired and advanced across every cycle);
+//! * `queue.rs`: the queue producer and workers (two queue groups on one
+//!   stream, receive, ack, nack, visibility expiry) and the parent's drain;
 //! * `process.rs`: running a child process, killing it, collecting its transcript;
 //! * `transcript.rs`: the parent's model, built from the children's transcripts;
 //! * `verify.rs`: reading streams back from an engine and checking them
@@ -111,6 +122,7 @@ mod lease;
 mod ops;
 pub mod process;
 pub mod purge;
+mod queue;
 mod rng;
 mod script;
 #[cfg(test)]
@@ -124,6 +136,7 @@ use rill::{Config, Durability, ErrorCode, WalIo};
 
 pub use child::{run_workload, run_workload_with, Extras, Resend, Sink};
 pub use ops::{payload, Expect, Op, OpKind, Outcome, StreamKey};
+pub use queue::QueueLog;
 pub use rng::{mix, Rng};
 pub use script::{Live, Record, Script, StreamState};
 pub use transcript::{Model, TranscriptReport};

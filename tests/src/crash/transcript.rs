@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::child::Resend;
 use super::ops::{Expect, Op, Outcome, StreamKey};
+use super::queue::QueueLog;
 use super::script::Script;
 
 /// An op sent in the current cycle whose reply has not been read yet.
@@ -81,6 +82,8 @@ pub struct Model {
     pub(super) purges: BTreeMap<String, bool>,
     /// What the lease writer was told (`lease.rs`).
     pub(super) lease: LeaseLog,
+    /// What the queue workers were told (`queue.rs`).
+    pub(super) queue: QueueLog,
 }
 
 /// The lease writer's acknowledged history.
@@ -121,6 +124,7 @@ impl Model {
             allow_unknown: false,
             purges: BTreeMap::new(),
             lease: LeaseLog::default(),
+            queue: QueueLog::default(),
         }
     }
 
@@ -159,6 +163,11 @@ impl Model {
         self.lease
     }
 
+    /// The queue workers' history.
+    pub fn queue(&self) -> &QueueLog {
+        &self.queue
+    }
+
     /// Every bucket a purge was sent for, with whether it was acknowledged.
     pub fn purges(&self) -> &BTreeMap<String, bool> {
         &self.purges
@@ -191,6 +200,10 @@ impl Model {
             report.lines += 1;
             let words: Vec<&str> = line.split(' ').collect();
             let at = |e: String| format!("transcript line {} `{line}`: {e}", n + 1);
+            if let Some(kept) = self.queue.apply(&words) {
+                kept.map_err(at)?;
+                continue;
+            }
             match words[..] {
                 ["O"] if n == 0 => {}
                 ["D"] => report.done = true,

@@ -235,6 +235,9 @@ impl Model {
         if let Err(e) = self.verify_lease(engine).await {
             report.failures.push(e);
         }
+        if let Err(e) = self.queue.drain(engine).await {
+            report.failures.push(format!("queue stream: {e}"));
+        }
         report
     }
 
