@@ -125,6 +125,7 @@ impl Limits {
             ("max_snapshots_per_stream", self.group.max_snapshots_per_stream as u64),
             ("max_consumer_groups_per_stream", self.group.max_consumer_groups_per_stream as u64),
             ("max_consumers_per_group", self.group.max_consumers_per_group as u64),
+            ("max_dead_letters_per_group", self.group.max_dead_letters_per_group as u64),
         ];
         for (name, value) in positive {
             if value == 0 {
