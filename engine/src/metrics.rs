@@ -28,6 +28,12 @@ pub struct MetricsSnapshot {
     pub uncommitted_backpressure_events: u64,
     /// Requests refused at a full group queue.
     pub overloaded_events: u64,
+    /// Bytes retention policies reclaimed because every consumer group had
+    /// consumed them, over every core.
+    pub reclaimed_consumed_bytes: u64,
+    /// Bytes retention policies' age backstop reclaimed that some consumer
+    /// group had not consumed.
+    pub reclaimed_aged_bytes: u64,
     /// Bytes held hot, over every group.
     pub hot_bytes: u64,
     /// Streams held, over every group.
@@ -58,6 +64,8 @@ impl Engine {
             snap.live_read_backpressure_events += c.live_read_backpressure_events;
             snap.uncommitted_backpressure_events += c.uncommitted_backpressure_events;
             snap.overloaded_events += c.overloaded_events;
+            snap.reclaimed_consumed_bytes += c.reclaimed_consumed_bytes;
+            snap.reclaimed_aged_bytes += c.reclaimed_aged_bytes;
             metrics.merge_histograms(&mut append, &mut read);
             snap.cores.push(c);
         }

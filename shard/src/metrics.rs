@@ -117,6 +117,12 @@ pub struct CoreMetrics {
     pub gc_entries: AtomicU64,
     /// Compactions that replaced chunks.
     pub compactions: AtomicU64,
+    /// Bytes reclaimed by retention policies because every consumer group
+    /// had consumed them.
+    pub reclaimed_consumed_bytes: AtomicU64,
+    /// Bytes reclaimed by retention policies' age backstop that some
+    /// consumer group had not consumed.
+    pub reclaimed_aged_bytes: AtomicU64,
     /// Appends refused at the hot-bytes limit.
     pub cold_backpressure_events: AtomicU64,
     /// Batches the core's log wrote (one write each).
@@ -174,6 +180,8 @@ impl Default for CoreMetrics {
             flushed_bytes: AtomicU64::new(0),
             gc_entries: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
+            reclaimed_consumed_bytes: AtomicU64::new(0),
+            reclaimed_aged_bytes: AtomicU64::new(0),
             cold_backpressure_events: AtomicU64::new(0),
             wal_batches: AtomicU64::new(0),
             wal_records: AtomicU64::new(0),
@@ -249,6 +257,8 @@ impl CoreMetrics {
             flushed_bytes: self.flushed_bytes.load(Relaxed),
             gc_entries: self.gc_entries.load(Relaxed),
             compactions: self.compactions.load(Relaxed),
+            reclaimed_consumed_bytes: self.reclaimed_consumed_bytes.load(Relaxed),
+            reclaimed_aged_bytes: self.reclaimed_aged_bytes.load(Relaxed),
             cold_backpressure_events: self.cold_backpressure_events.load(Relaxed),
             wal_batches: self.wal_batches.load(Relaxed),
             wal_records: self.wal_records.load(Relaxed),
@@ -351,6 +361,10 @@ pub struct CoreMetricsSnapshot {
     pub gc_entries: u64,
     /// Compactions that replaced chunks.
     pub compactions: u64,
+    /// Bytes retention policies reclaimed as consumed.
+    pub reclaimed_consumed_bytes: u64,
+    /// Bytes retention policies' age backstop reclaimed unconsumed.
+    pub reclaimed_aged_bytes: u64,
     /// Appends refused at the hot-bytes limit.
     pub cold_backpressure_events: u64,
     /// Batches the core's log wrote (one write each).

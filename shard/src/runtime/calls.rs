@@ -13,11 +13,11 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::state::api::{
     AcquireLease, Append, AppendBatch, AppendReply, Backlog, BatchReply, BootstrapReply, Close, CloseReply,
     Create, CreateReply, Delivery, GroupSnapshot, HeadReply, Heartbeat, Lease, LeaseReply, Membership,
-    PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, SnapshotReply, WaitRead,
+    PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, Reclaimed, RetentionPolicy, SnapshotReply, WaitRead,
 };
 use crate::state::command::{
     CompactCommit, FlushCommit, LeaseRelease, LeaseRenew, MemberLeave, OffsetCommit, Op, QueueDeadLetters,
-    QueuePolicySet, QueueSettle, Response,
+    QueuePolicySet, QueueSettle, Response, RetentionSet,
 };
 use crate::state::name::StreamId;
 
@@ -239,6 +239,17 @@ pub struct DeadLetters {
     /// Most listed.
     pub max: usize,
 }
+/// Set (or clear) a stream's retention policy.
+#[derive(Clone, Debug)]
+pub struct SetRetention {
+    /// The stream.
+    pub id: StreamId,
+    /// The policy (neither rule clears it).
+    pub policy: RetentionPolicy,
+}
+/// Reclaim what a stream's retention policy allows, now.
+#[derive(Clone, Debug)]
+pub struct ReclaimNow(pub StreamId);
 /// Capture the group's whole state.
 #[derive(Clone, Copy, Debug)]
 pub struct SnapshotGroup;
@@ -297,6 +308,11 @@ mutation!(SettleDeadLetters, "settle_dead_letters", |d| {
         let target = QueueDeadLetters { id: d.id, group: d.group };
         if d.redrive { Op::RedriveDeadLetters(target) } else { Op::PurgeDeadLetters(target) }
     }, u64, Response::DeadLetters { count, .. } => count);
+mutation!(SetRetention, "set_retention_policy", |r| Op::SetRetention(RetentionSet {
+        id: r.id,
+        consumed: r.policy.consumed,
+        max_age_ms: r.policy.max_age.map(|age| u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
+    }), (), Response::RetentionSet { .. } => ());
 mutation!(CompactCommit, "compact_commit", |c| Op::CompactCommit(c), bool,
     Response::Compacted { replaced } => replaced);
 
@@ -316,6 +332,7 @@ query!(QueueBacklog, "backlog", |b| Request::Backlog { id: b.id, group: b.group 
     Reply::Backlog(b) => b);
 query!(DeadLetters, "dead_letters", |d| Request::DeadLetters { id: d.id, group: d.group, max: d.max },
     Vec<Delivery>, Reply::Deliveries(d) => d);
+query!(ReclaimNow, "reclaim", |r| Request::Reclaim(r.0), Reclaimed, Reply::Applied(Response::Reclaimed { reclaimed, .. }) => reclaimed);
 query!(SnapshotGroup, "snapshot_group", |_s| Request::SnapshotGroup, GroupSnapshot,
     Reply::GroupSnapshot(s) => s);
 query!(InstallGroupSnapshot, "install_group_snapshot", |i| Request::InstallGroupSnapshot(i.0), u64,

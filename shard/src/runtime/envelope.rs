@@ -89,6 +89,10 @@ pub enum Request {
         /// Most dead letters listed.
         max: usize,
     },
+    /// Reclaim what a stream's retention policy allows: admitted (the age
+    /// cutoff found, hot or cold), then applied and logged as
+    /// [`Op::Reclaim`].
+    Reclaim(StreamId),
     /// Capture the group's whole state.
     SnapshotGroup,
     /// Replace the group's state with a snapshot.

@@ -153,6 +153,7 @@ impl Group {
                 answer(result.map(Reply::Bootstrap), reply);
             }
             Request::Receive(req) => self.receive(core, now, req, reply, sent_at).await,
+            Request::Reclaim(id) => self.reclaim(core, now, id, reply, sent_at).await,
             Request::Backlog { id, group } => {
                 let result = self.state.borrow().backlog(&id, &group, now, core.as_ref());
                 answer(result.map(Reply::Backlog), reply)

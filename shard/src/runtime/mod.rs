@@ -326,8 +326,9 @@ fn route(core: &Rc<Core>, env: Envelope, admission: Admission) -> bool {
     true
 }
 
-/// Periodically renews TTL streams with parked readers and asks groups
-/// with a due expiry to remove expired streams.
+/// Periodically renews TTL streams with parked readers, asks groups with
+/// a due expiry to remove expired streams, and reclaims what streams'
+/// retention policies allow.
 async fn expiry_loop(core: Rc<Core>) {
     let interval = Duration::from_millis(core.limits.expiry_sweep_interval_ms);
     loop {
@@ -343,6 +344,20 @@ async fn expiry_loop(core: Rc<Core>) {
                     group.push(Envelope {
                         group: group.id,
                         request,
+                        reply: ReplyTx::Nowhere,
+                        sent_at: std::time::Instant::now(),
+                    });
+                }
+            }
+            // Retention policies (SPEC §2 "Consumption-driven retention"):
+            // a reclaim for each stream whose policy may take something,
+            // unless the group is busy (the next sweep asks again).
+            if group.queue_len() < core.limits.group_queue_depth / 2 {
+                let due = group.state.borrow().reclaim_due(now);
+                for id in due {
+                    group.push(Envelope {
+                        group: group.id,
+                        request: Request::Reclaim(id),
                         reply: ReplyTx::Nowhere,
                         sent_at: std::time::Instant::now(),
                     });

@@ -3,6 +3,8 @@
 //! from the group's high-water mark found hot or cold), applied and logged
 //! as one [`Op::QueueReceive`], and answered with each delivery's bytes
 //! once that entry is durable; dead letters are listed with their bytes.
+//! A retention reclaim is admitted the same way (its age cutoff found hot
+//! or cold) and logged as one [`Op::Reclaim`].
 //!
 //! Invariants: the bytes of a delivery are read in the same step that
 //! applied the receive, so retention cannot take them in between; a
@@ -39,6 +41,28 @@ impl Group {
             _ => Err(Error::new(ErrorKind::Internal { what: "receive" })),
         };
         self.mutate_then(core, now, Op::QueueReceive(cmd), tx, sent_at, kind, finish).await
+    }
+
+    /// Serves one reclaim: the age cutoff is found against the group's
+    /// state (hot times or the cold record index), then the reclaim is
+    /// applied and logged; what it took is counted in the core's metrics.
+    pub(super) async fn reclaim(&self, core: &Rc<Core>, now: u64, id: StreamId, tx: ReplyTx, sent_at: Instant) {
+        let kind = LatencyKind::Other;
+        let prepared = self.state.borrow().prepare_reclaim(&id, now, core.as_ref());
+        let cmd = match prepared {
+            Ok(cmd) => cmd,
+            Err(err) => return self.answer(core, Err(err), tx, sent_at, kind),
+        };
+        let finish = |result: Result<Response>| {
+            let response = result?;
+            if let Response::Reclaimed { reclaimed, .. } = &response {
+                use std::sync::atomic::Ordering::Relaxed;
+                core.metrics.reclaimed_consumed_bytes.fetch_add(reclaimed.consumed_bytes, Relaxed);
+                core.metrics.reclaimed_aged_bytes.fetch_add(reclaimed.aged_bytes, Relaxed);
+            }
+            Ok(Reply::Applied(response))
+        };
+        self.mutate_then(core, now, Op::Reclaim(cmd), tx, sent_at, kind, finish).await
     }
 
     /// Up to `max` dead letters of a queue group, with their bytes.

@@ -854,3 +854,48 @@ pub struct Backlog {
     /// Age of the oldest ready message (by its record's time).
     pub oldest_ready_age_ms: Option<u64>,
 }
+
+/// The longest `max_age` a retention policy may set (ten years).
+pub const MAX_RETENTION_AGE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// A stream's consumption-driven retention (SPEC §2 "Consumption-driven
+/// retention"): with `consumed`, the records every consumer group of the
+/// stream has consumed (a queue group's acknowledged prefix, a lease
+/// group's committed offset) are reclaimed; with `max_age`, records older
+/// than it are reclaimed whether consumed or not (the backstop for an
+/// abandoned group). Neither rule: no policy (the default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// Reclaim what every consumer group has consumed.
+    pub consumed: bool,
+    /// Reclaim records older than this (1 ms to [`MAX_RETENTION_AGE`]).
+    pub max_age: Option<Duration>,
+}
+
+impl RetentionPolicy {
+    /// No rule (setting it clears a stream's policy).
+    pub fn new() -> Self {
+        RetentionPolicy::default()
+    }
+    /// Reclaims what every consumer group has consumed.
+    pub fn consumed(mut self, on: bool) -> Self {
+        self.consumed = on;
+        self
+    }
+    /// Reclaims records older than `age`, consumed or not.
+    pub fn max_age(mut self, age: Duration) -> Self {
+        self.max_age = Some(age);
+        self
+    }
+}
+
+/// What one reclaim took (SPEC §2 "Consumption-driven retention").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// The stream's retained start afterwards.
+    pub retained_offset: u64,
+    /// Bytes reclaimed because every consumer group had consumed them.
+    pub consumed_bytes: u64,
+    /// Bytes reclaimed by the age backstop that some group had not consumed.
+    pub aged_bytes: u64,
+}

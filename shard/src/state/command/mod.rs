@@ -18,11 +18,13 @@ mod cold;
 mod lease;
 mod payload;
 mod queue;
+mod retention;
 
 pub use self::cold::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
 pub use self::lease::{LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit};
 pub use self::payload::{Append, AppendBatch, Close, Create, Producer, PublishSnapshot};
 pub use self::queue::{QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle, RecordSpan};
+pub use self::retention::{Reclaim, RetentionSet};
 
 use crate::state::api::{AppendReply, BatchReply, CloseReply, CreateReply, LeaseReply, Membership, SnapshotReply};
 use crate::state::name::StreamId;
@@ -108,6 +110,10 @@ pub enum Op {
     PurgeDeadLetters(QueueDeadLetters),
     /// Put a queue group's dead letters back in flight (WAL format 4).
     RedriveDeadLetters(QueueDeadLetters),
+    /// Set a stream's retention policy (WAL format 5).
+    SetRetention(RetentionSet),
+    /// Reclaim what a stream's retention policy allows (WAL format 5).
+    Reclaim(Reclaim),
 }
 
 /// The successful result of applying a command.
@@ -187,6 +193,15 @@ pub enum Response {
     /// Dead letters purged or redriven.
     DeadLetters {
         count: u64,
+        commit_index: u64,
+    },
+    /// A stream's retention policy set or cleared.
+    RetentionSet {
+        commit_index: u64,
+    },
+    /// What a reclaim took (`commit_index` unchanged when it took nothing).
+    Reclaimed {
+        reclaimed: crate::state::api::Reclaimed,
         commit_index: u64,
     },
 }
@@ -303,6 +318,8 @@ impl Command {
             Op::QueueAck(s) | Op::QueueNack(s) => id(&s.id) + text(&s.group) + 2 * VARINT_MAX,
             Op::SetQueuePolicy(p) => id(&p.id) + text(&p.group) + 3 * VARINT_MAX,
             Op::PurgeDeadLetters(d) | Op::RedriveDeadLetters(d) => id(&d.id) + text(&d.group),
+            Op::SetRetention(r) => id(&r.id) + 2 + VARINT_MAX,
+            Op::Reclaim(r) => id(&r.id) + VARINT_MAX,
         };
         // now_ms and the variant tag.
         2 * VARINT_MAX + op

@@ -63,3 +63,14 @@ pub struct QueueMessage {
     /// When it can be received again (group clock, Unix ms).
     pub visible_at_ms: u64,
 }
+
+/// A stream's stored retention policy (SPEC §2 "Consumption-driven
+/// retention"; part of the stream's state and of the group snapshot from
+/// format 5 on; the rules are in `retention.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetentionRule {
+    /// Reclaim what every consumer group has consumed.
+    pub consumed: bool,
+    /// Reclaim records older than this many ms.
+    pub max_age_ms: Option<u64>,
+}

@@ -39,10 +39,12 @@ mod consumers;
 mod members;
 mod ops;
 mod producer;
+mod retention;
 pub(crate) mod queues;
 pub mod read;
 mod snapshot;
 mod snapshot_v2;
+mod snapshot_v4;
 mod stream;
 mod times;
 mod verify;
@@ -240,6 +242,8 @@ impl GroupState {
             Op::SetQueuePolicy(req) => self.set_queue_policy(req, now),
             Op::PurgeDeadLetters(req) => self.queue_dead_letters(req, false, now),
             Op::RedriveDeadLetters(req) => self.queue_dead_letters(req, true, now),
+            Op::SetRetention(req) => self.set_retention(req, now),
+            Op::Reclaim(req) => self.reclaim(req, now),
         };
         let mutated = self.commit_index != before;
         debug_assert!(self.commit_index - before <= 1, "one command, one commit index");

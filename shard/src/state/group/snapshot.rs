@@ -4,8 +4,8 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic b"RILLGSNP"
-//!      8     2  u16le format version (4; version 3 is read as is, version
-//!               2 is read and migrated)
+//!      8     2  u16le format version (5; versions 4, 3 and 2 are read
+//!               and migrated)
 //!     10     4  u32le group
 //!     14     4  u32le group_count
 //!     18     8  u64le commit_index
@@ -14,8 +14,8 @@
 //!                bucket -> stream -> stream state (hot records, their
 //!                time runs, cold chunk references, consumer groups), then
 //!                packs and the GC queue, then consumer group membership
-//!                (version 2 has no membership; version 3 has no queue
-//!                groups, which is its only difference)
+//!                (version 2 has no membership; versions 3 and 4 have no
+//!                retention policy; version 3 has no queue groups)
 //!   30+N    32  BLAKE3 of bytes [0, 30+N)
 //! ```
 //!
@@ -38,10 +38,11 @@ use crate::state::group::cold::ColdState;
 use crate::state::group::consumer_state::ConsumerGroup;
 use crate::state::group::members::Members;
 use crate::state::group::snapshot_v2::BucketsV2;
+use crate::state::group::snapshot_v4::BucketsV4;
 use crate::state::group::{producer, Buckets, GroupLimits, GroupState};
 
 const MAGIC: &[u8; 8] = b"RILLGSNP";
-const VERSION: u16 = 4;
+const VERSION: u16 = 5;
 /// The version before queue groups: its bodies decode as version 4's.
 const NO_QUEUES: u16 = 3;
 /// The oldest version still read (migrated by `snapshot_v2`).
@@ -112,25 +113,23 @@ impl GroupState {
             return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
         }
         let body = &bytes[HEADER_LEN..body_end];
-        let (buckets, cold, members) = if version >= NO_QUEUES {
-            let body = decode_body::<(Buckets, ColdState, Members)>(body)?;
-            let queues = body.0.values().flat_map(|streams| streams.values()).any(|stream| {
+        let (buckets, cold, members) = if version == VERSION {
+            decode_body::<(Buckets, ColdState, Members)>(body)?
+        } else if version >= NO_QUEUES {
+            let (old, cold, members) = decode_body::<(BucketsV4, ColdState, Members)>(body)?;
+            let queues = old.values().flat_map(|streams| streams.values()).any(|stream| {
                 stream.consumers.values().any(|group| matches!(group, ConsumerGroup::Queue(_)))
             });
             if version == NO_QUEUES && queues {
                 return Err(corrupt(format!("a version {NO_QUEUES} snapshot cannot hold a queue group")));
             }
-            let mut body = body;
-            if crate::planted::active(crate::planted::Bug::RestoreDropsInFlight) {
-                for stream in body.0.values_mut().flat_map(|streams| streams.values_mut()) {
-                    for group in stream.consumers.values_mut() {
-                        if let ConsumerGroup::Queue(q) = group {
-                            q.in_flight.clear();
-                        }
-                    }
-                }
-            }
-            body
+            let buckets = old
+                .into_iter()
+                .map(|(bucket, streams)| {
+                    (bucket, streams.into_iter().map(|(name, stream)| (name, stream.migrate())).collect())
+                })
+                .collect();
+            (buckets, cold, members)
         } else {
             let (old, cold) = decode_body::<(BucketsV2, ColdState)>(body)?;
             let buckets = old
@@ -142,6 +141,16 @@ impl GroupState {
             (buckets, cold, Members::new())
         };
 
+        let mut buckets: Buckets = buckets;
+        if crate::planted::active(crate::planted::Bug::RestoreDropsInFlight) {
+            for stream in buckets.values_mut().flat_map(|streams| streams.values_mut()) {
+                for group in stream.consumers.values_mut() {
+                    if let ConsumerGroup::Queue(q) = group {
+                        q.in_flight.clear();
+                    }
+                }
+            }
+        }
         let mut state = GroupState::new(group, group_count, limits);
         state.commit_index = commit_index;
         state.buckets = buckets;

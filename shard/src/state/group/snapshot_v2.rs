@@ -76,6 +76,7 @@ impl StreamV2 {
             times,
             last_at_ms,
             consumers: BTreeMap::new(),
+            retention: None,
         }
     }
 }

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::api::{AppSnapshot, HeadReply};
 use crate::state::group::cold::{ColdChunk, ColdChunks};
-use crate::state::group::consumer_state::ConsumerGroup;
+use crate::state::group::consumer_state::{ConsumerGroup, RetentionRule};
 use crate::state::group::producer::{Landed, ProducerState};
 use crate::state::group::times::TimeRuns;
 use crate::state::integrity::{record_digest, Integrity};
@@ -75,6 +75,8 @@ pub struct StreamState {
     pub(crate) last_at_ms: u64,
     /// Consumer groups by name (`consumers.rs`).
     pub(crate) consumers: BTreeMap<String, ConsumerGroup>,
+    /// Consumption-driven retention (`retention.rs`; format 5).
+    pub(crate) retention: Option<RetentionRule>,
 }
 
 /// Streams are equal when what they hold is: the settled integrity is
@@ -101,6 +103,7 @@ impl PartialEq for StreamState {
             && self.times == other.times
             && self.last_at_ms == other.last_at_ms
             && self.consumers == other.consumers
+            && self.retention == other.retention
             && self.settled_integrity() == other.settled_integrity()
     }
 }
@@ -133,6 +136,7 @@ impl StreamState {
             times: TimeRuns::default(),
             last_at_ms: 0,
             consumers: BTreeMap::new(),
+            retention: None,
         }
     }
 
