@@ -52,9 +52,9 @@ pub use shape::{LOCK_FILE, SHAPE_FILE};
 pub use rill_shard::api::{
     AcquireLease, AppSnapshot, Append, AppendBatch, AppendReply, Backlog, BatchReply, BootstrapReply, Close,
     CloseReply, Create, CreateReply, Delivery, GroupSnapshot, HeadReply, Heartbeat, Lease, Membership,
-    ProducerArgs, PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, Reclaimed, Record, RecordMeta, RecordsReply,
-    RetentionPolicy, SnapshotReply, Start, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN,
-    MAX_LEASE_TTL, MAX_RECEIVE_MESSAGES, MAX_RETENTION_AGE,
+    ProducerArgs, PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, Reclaimed, Record, RecordMeta,
+    RecordsReply, RetentionPolicy, SnapshotReply, Start, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN,
+    MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL, MAX_RECEIVE_MESSAGES, MAX_RETENTION_AGE,
 };
 pub use rill_shard::{placement_hash, MAX_NAME_LEN};
 pub use rill_shard::{record_digest, Integrity, SetSum};

@@ -25,7 +25,11 @@ impl Engine {
     /// `max_age`, records older than it are reclaimed, consumed or not. A
     /// policy with neither rule clears it. A `max_age` of zero or above
     /// ten years: `BadRequest`.
-    pub async fn set_retention_policy(&self, id: impl Borrow<StreamId>, policy: RetentionPolicy) -> Result<()> {
+    pub async fn set_retention_policy(
+        &self,
+        id: impl Borrow<StreamId>,
+        policy: RetentionPolicy,
+    ) -> Result<()> {
         let call = calls::SetRetention { id: id.borrow().clone(), policy };
         self.call(self.locate(id.borrow()), call).await
     }

@@ -174,6 +174,15 @@ pub enum Outcome {
         count: u64,
         commit_index: u64,
     },
+    RetentionSet {
+        commit_index: u64,
+    },
+    Reclaimed {
+        retained_offset: u64,
+        consumed_bytes: u64,
+        aged_bytes: u64,
+        commit_index: u64,
+    },
 }
 
 /// Everything a command's application shows to the outside.
@@ -252,6 +261,13 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
             Response::DeadLetters { count, commit_index } => {
                 Outcome::DeadLetters { count: *count, commit_index: *commit_index }
             }
+            Response::RetentionSet { commit_index } => Outcome::RetentionSet { commit_index: *commit_index },
+            Response::Reclaimed { reclaimed, commit_index } => Outcome::Reclaimed {
+                retained_offset: reclaimed.retained_offset,
+                consumed_bytes: reclaimed.consumed_bytes,
+                aged_bytes: reclaimed.aged_bytes,
+                commit_index: *commit_index,
+            },
         }),
     };
     Observed { result, mutated: applied.mutated, effects }

@@ -112,7 +112,10 @@ fn a_stream_every_group_consumed_gives_back_its_hot_and_cold_bytes() {
         let half = e.read(Read::new(id.clone()).offset(0).max_len(100 * record(0).len())).await.unwrap();
         e.commit_offset(&lease, half.next_offset).await.unwrap();
         let r = e.reclaim(&id).await.unwrap();
-        assert_eq!((r.retained_offset, r.consumed_bytes, r.aged_bytes), (half.next_offset, half.next_offset, 0));
+        assert_eq!(
+            (r.retained_offset, r.consumed_bytes, r.aged_bytes),
+            (half.next_offset, half.next_offset, 0)
+        );
         let gone = e.read(Read::new(id.clone()).offset(0)).await.unwrap_err();
         assert_eq!(gone.code(), ErrorCode::OffsetGone);
 
@@ -173,7 +176,11 @@ fn the_age_backstop_reclaims_an_abandoned_groups_backlog() {
         clock.advance_ms(30_000);
         fill(&e, &id, 10, 5).await;
         let r = e.reclaim(&id).await.unwrap();
-        assert_eq!((r.retained_offset, r.consumed_bytes, r.aged_bytes), (three, three, 0), "nothing is old yet");
+        assert_eq!(
+            (r.retained_offset, r.consumed_bytes, r.aged_bytes),
+            (three, three, 0),
+            "nothing is old yet"
+        );
 
         // 61 s after the first records, the first ten are past max_age.
         clock.advance_ms(31_000);
@@ -200,8 +207,12 @@ fn cores_reclaim_on_their_own_and_policies_survive_restarts() {
         let mut limits = Limits::default();
         limits.expiry_sweep_interval_ms = 10;
         let open = || {
-            Engine::open(config(dir.path(), &clock).limits(limits.clone()).checkpoint_on_shutdown(checkpoint_on_shutdown))
-                .unwrap()
+            Engine::open(
+                config(dir.path(), &clock)
+                    .limits(limits.clone())
+                    .checkpoint_on_shutdown(checkpoint_on_shutdown),
+            )
+            .unwrap()
         };
         let id = sid("r", "auto");
         futures::executor::block_on(async {
@@ -217,7 +228,10 @@ fn cores_reclaim_on_their_own_and_policies_survive_restarts() {
             let tail = e.head(&id).await.unwrap().tail_offset;
             let mut waited = 0;
             while e.head(&id).await.unwrap().retained_offset < tail {
-                assert!(waited < 10_000, "the sweep never reclaimed (checkpoint_on_shutdown {checkpoint_on_shutdown})");
+                assert!(
+                    waited < 10_000,
+                    "the sweep never reclaimed (checkpoint_on_shutdown {checkpoint_on_shutdown})"
+                );
                 e.sleep(Duration::from_millis(10)).await.unwrap();
                 waited += 10;
             }
@@ -239,7 +253,10 @@ fn bad_retention_input_is_refused() {
         let id = sid("r", "bad");
         let missing = e.set_retention_policy(&id, RetentionPolicy::new().consumed(true)).await.unwrap_err();
         assert!(matches!(missing.code(), ErrorCode::StreamNotFound | ErrorCode::BucketNotFound), "{missing}");
-        assert!(matches!(e.reclaim(&id).await.unwrap_err().code(), ErrorCode::StreamNotFound | ErrorCode::BucketNotFound));
+        assert!(matches!(
+            e.reclaim(&id).await.unwrap_err().code(),
+            ErrorCode::StreamNotFound | ErrorCode::BucketNotFound
+        ));
         e.create(Create::new(id.clone())).await.unwrap();
         for age in [Duration::ZERO, Duration::from_secs(20 * 365 * 24 * 3600)] {
             let err = e.set_retention_policy(&id, RetentionPolicy::new().max_age(age)).await.unwrap_err();

@@ -22,6 +22,7 @@ pub mod cold;
 pub mod leases;
 pub mod ops;
 pub mod queues;
+pub mod retention;
 pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -79,6 +80,8 @@ pub struct ModelStream {
     /// The flushed ranges retention has not dropped, contiguous, ending at
     /// `flushed`.
     pub chunks: Vec<ModelChunk>,
+    /// The retention policy: (consumed rule, max age ms).
+    pub retention: Option<(bool, Option<u64>)>,
 }
 
 /// A flushed range of a stream: the records `[start, end)` held by one
@@ -114,6 +117,7 @@ impl ModelStream {
             queues: BTreeMap::new(),
             flushed: 0,
             chunks: Vec::new(),
+            retention: None,
         }
     }
 

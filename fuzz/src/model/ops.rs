@@ -61,6 +61,8 @@ impl Model {
             Op::SetQueuePolicy(req) => self.set_queue_policy(req, now),
             Op::PurgeDeadLetters(req) => self.queue_dead_letters(req, false, now),
             Op::RedriveDeadLetters(req) => self.queue_dead_letters(req, true, now),
+            Op::SetRetention(req) => self.set_retention(req, now),
+            Op::Reclaim(req) => self.reclaim(req, now),
         };
         Observed { result, mutated: self.commit_index != before, effects }
     }
