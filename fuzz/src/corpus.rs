@@ -17,7 +17,7 @@ use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, P
 use rill_shard::state::command::{
     Command, CompactCommit, FlushCommit, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat,
     MemberLeave, OffsetCommit, Op, PackCommit, QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle,
-    RecordSpan, SliceCommit,
+    Reclaim, RecordSpan, RetentionSet, SliceCommit,
 };
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
@@ -213,6 +213,9 @@ pub fn sample_commands() -> Vec<Command> {
         }),
         Op::PurgeDeadLetters(QueueDeadLetters { id: a.clone(), group: "q".into() }),
         Op::RedriveDeadLetters(QueueDeadLetters { id: a.clone(), group: "q".into() }),
+        Op::SetRetention(RetentionSet { id: a.clone(), consumed: true, max_age_ms: Some(86_400_000) }),
+        Op::SetRetention(RetentionSet { id: a.clone(), consumed: false, max_age_ms: None }),
+        Op::Reclaim(Reclaim { id: a.clone(), aged_to: 5 }),
     ];
     ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect()
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rill_shard::state::api::{Append, AppendBatch, Create, PublishSnapshot, Receive};
-use rill_shard::state::command::{Command, Op, QueueSettle};
+use rill_shard::state::command::{Command, Op, QueueSettle, RetentionSet};
 use rill_shard::state::group::{GroupLimits, GroupState, HotOnly};
 use rill_shard::wal::format::{
     decode_record_at, encode_record, next_block, pad_to_block, RecordAt, RecordKind, RecordRef,
@@ -334,6 +334,21 @@ pub fn built_state(c: &mut Cursor<'_>, group: u32, group_count: u32) -> GroupSta
         if c.bool() {
             let nack = QueueSettle { id, group: "q".into(), receipt: 1, delay_ms: u64::from(c.u8()) };
             state.apply(&Command { now_ms: now, op: Op::QueueNack(nack) }, &mut Vec::new());
+        }
+    }
+    // Retention policies, some streams reclaimed by theirs.
+    for stream in ["x", "y"] {
+        if !c.bool() {
+            continue;
+        }
+        let id = StreamId::new("a", stream).expect("valid");
+        let max_age_ms = c.bool().then(|| 1 + u64::from(c.u8()) * 10);
+        let set = RetentionSet { id: id.clone(), consumed: c.bool(), max_age_ms };
+        state.apply(&Command { now_ms: now, op: Op::SetRetention(set) }, &mut Vec::new());
+        if c.bool() {
+            if let Ok(reclaim) = state.prepare_reclaim(&id, now, &HotOnly) {
+                state.apply(&Command { now_ms: now, op: Op::Reclaim(reclaim) }, &mut Vec::new());
+            }
         }
     }
     state

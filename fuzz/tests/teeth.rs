@@ -163,6 +163,15 @@ fn a_restore_that_drops_messages_in_flight_is_caught() {
     catch(Bug::RestoreDropsInFlight);
 }
 
+// SPEC §2 "Consumption-driven retention": a reclaim keeps every message a
+// queue group still holds; one that counts a group as done up to its
+// high-water mark drops messages in flight, and the model disagrees.
+#[test]
+fn a_reclaim_that_ignores_held_messages_is_caught() {
+    let caught = catch(Bug::ReclaimIgnoresHeld);
+    assert!(caught.iter().all(|(_, f)| ["reply", "queues", "head"].contains(&f.check)), "{caught:?}");
+}
+
 // The shrinker turns a caught failure into a short list of operations that
 // still fails the same check when replayed with `--keep`.
 #[test]

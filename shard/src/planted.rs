@@ -67,11 +67,15 @@ pub enum Bug {
     /// flight, so a delivered, unacknowledged message is lost
     /// (`group/snapshot.rs`).
     RestoreDropsInFlight = 14,
+    /// Consumption-driven retention counts a queue group as done up to its
+    /// high-water mark, ignoring the messages it still holds in flight or
+    /// dead, so a reclaim drops undelivered work (`group/retention.rs`).
+    ReclaimIgnoresHeld = 15,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -86,6 +90,7 @@ impl Bug {
         Bug::StaleLeaseCommit,
         Bug::ReplayAckAsNack,
         Bug::RestoreDropsInFlight,
+        Bug::ReclaimIgnoresHeld,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -105,6 +110,7 @@ impl Bug {
             Bug::StaleLeaseCommit => "stale-lease-commit",
             Bug::ReplayAckAsNack => "replay-ack-as-nack",
             Bug::RestoreDropsInFlight => "restore-drops-in-flight",
+            Bug::ReclaimIgnoresHeld => "reclaim-ignores-held",
         }
     }
 

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Close, Create, ErrorCode};
-use rill_shard::state::api::Receive;
+use rill_shard::state::api::{Receive, RetentionPolicy};
 use rill_shard::state::command::{
     Command, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op,
-    QueueDeadLetters, QueuePolicySet, QueueSettle,
+    QueueDeadLetters, QueuePolicySet, QueueSettle, RetentionSet,
 };
 use rill_shard::state::group::{GroupLimits, GroupState, HotOnly};
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader};
@@ -176,10 +176,38 @@ fn commands_v4() -> Vec<Command> {
     all
 }
 
+/// The commands of a version 5 segment: [`commands_v4`], then the
+/// retention commands version 5 adds: stream a kept until every consumer
+/// group has consumed it, stream c for 50 ms, each reclaimed (the reclaim
+/// made by admission from the state before it).
+fn commands_v5() -> Vec<Command> {
+    let (a, c) = (sid("golden", "a"), sid("golden", "c"));
+    let mut all = commands_v4();
+    let mut state = state_of(all.clone());
+    let mut now = 1_700_000_000_300;
+    let policy = |id: &rill::StreamId, consumed, max_age_ms| {
+        Op::SetRetention(RetentionSet { id: id.clone(), consumed, max_age_ms })
+    };
+    for (id, consumed, age) in [(&a, true, None), (&c, false, Some(50))] {
+        for reclaim in [false, true] {
+            now += 1;
+            let op = match reclaim {
+                false => policy(id, consumed, age),
+                true => Op::Reclaim(state.prepare_reclaim(id, now, &HotOnly).unwrap()),
+            };
+            let cmd = Command { now_ms: now, op };
+            assert!(state.apply(&cmd, &mut Vec::new()).mutated, "{cmd:?}");
+            all.push(cmd);
+        }
+    }
+    all
+}
+
 /// The commands of a segment of `version`.
 fn commands_of(version: u16) -> Vec<Command> {
     match version {
-        4.. => commands_v4(),
+        5.. => commands_v5(),
+        4 => commands_v4(),
         3 => commands_v3(),
         _ => commands(),
     }
@@ -222,13 +250,13 @@ fn segment(version: u16) -> Vec<u8> {
     bytes
 }
 
-// FORMAT.md "Write-ahead log segment": version 4 is what this build writes,
-// versions 1 to 3 what earlier releases wrote; all read back to the same
+// FORMAT.md "Write-ahead log segment": version 5 is what this build writes,
+// versions 1 to 4 what earlier releases wrote; all read back to the same
 // records, and damage is told from a torn tail.
 #[test]
 fn wal_segments_decode() {
-    assert_eq!(rill_shard::wal::format::FORMAT_VERSION, 4);
-    for version in [1u16, 2, 3, 4] {
+    assert_eq!(rill_shard::wal::format::FORMAT_VERSION, 5);
+    for version in [1u16, 2, 3, 4, 5] {
         let committed = golden(&format!("wal-v{version}.wal"), &segment(version));
         let scan = scan_segment(&committed).unwrap();
         assert_eq!(scan.header.map(|h| (h.version, h.core, h.seq)), Some((version, 1, 7)));
@@ -259,11 +287,53 @@ fn wal_segments_decode() {
 // taken of; a flipped byte is refused.
 #[test]
 fn checkpoint_decodes() {
-    let built = state_of(commands_v4());
-    let committed = golden("checkpoint-v4.snap", &built.encode_snapshot());
-    assert_eq!(&committed[8..10], &[4, 0]);
+    let built = state_of(commands_v5());
+    let committed = golden("checkpoint-v5.snap", &built.encode_snapshot());
+    assert_eq!(&committed[8..10], &[5, 0]);
     let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
     assert_eq!(decoded, built);
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 29));
+    // The policies, and what the reclaims dropped: stream a up to what
+    // both its groups have consumed (the readers' committed offset and the
+    // workers' oldest message in flight are both 11), stream c whole.
+    let (a, c) = (decoded.stream(&sid("golden", "a")).unwrap(), decoded.stream(&sid("golden", "c")).unwrap());
+    let policy = |s: &rill_shard::state::group::StreamState| {
+        let p = s.retention_policy();
+        (p.consumed, p.max_age)
+    };
+    assert_eq!(policy(a), (true, None));
+    assert_eq!(policy(c), (false, Some(Duration::from_millis(50))));
+    assert_eq!((a.retained_offset(), c.retained_offset()), (11, c.next_offset()));
+    for at in [9, committed.len() / 2, committed.len() - 1] {
+        let err = GroupState::decode_snapshot(&flipped(&committed, at), GroupLimits::default()).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
+    }
+    // The same bytes labelled version 4 (checksum made right) are refused,
+    // never misread: a version 4 stream state has no retention rule.
+    let err = GroupState::decode_snapshot(&relabelled(&committed, 4), GroupLimits::default()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
+}
+
+/// `bytes` with its version field set to `version` and its checksum made
+/// right again.
+fn relabelled(bytes: &[u8], version: u16) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out[8..10].copy_from_slice(&version.to_le_bytes());
+    let body_end = out.len() - 32;
+    let sum = *blake3::hash(&out[..body_end]).as_bytes();
+    out[body_end..].copy_from_slice(&sum);
+    out
+}
+
+// A version 4 checkpoint (what the previous release wrote, before
+// retention policies) decodes migrated, with no stream holding a policy,
+// and re-encodes as version 5.
+#[test]
+fn a_version_4_checkpoint_decodes_migrated() {
+    let committed = std::fs::read(fixture("checkpoint-v4.snap")).unwrap();
+    assert_eq!(&committed[8..10], &[4, 0]);
+    let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
+    assert_eq!(decoded, state_of(commands_v4()));
     assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 25));
     let now = 1_700_000_000_300;
     let backlog = decoded.backlog(&sid("golden", "a"), "workers", now, &HotOnly).unwrap();
@@ -277,43 +347,30 @@ fn checkpoint_decodes() {
         let err = GroupState::decode_snapshot(&flipped(&committed, at), GroupLimits::default()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
     }
+    assert!(decoded.streams().all(|s| s.retention_policy() == RetentionPolicy::default()));
     // The same bytes labelled version 3 (checksum made right) are refused:
     // version 3 had no queue groups, so such a file is not one it wrote.
-    let mut relabelled = committed.clone();
-    relabelled[8..10].copy_from_slice(&3u16.to_le_bytes());
-    let body_end = relabelled.len() - 32;
-    let sum = *blake3::hash(&relabelled[..body_end]).as_bytes();
-    relabelled[body_end..].copy_from_slice(&sum);
-    let err = GroupState::decode_snapshot(&relabelled, GroupLimits::default()).unwrap_err();
+    let err = GroupState::decode_snapshot(&relabelled(&committed, 3), GroupLimits::default()).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
     assert!(err.to_string().contains("version 3"), "{err}");
+    let again = decoded.encode_snapshot();
+    assert_eq!(&again[8..10], &[5, 0]);
+    assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 
-// A version 3 checkpoint (what the previous release wrote, before queue
-// groups) decodes as it is, and re-encodes as version 4.
+// A version 3 checkpoint (what an earlier release wrote, before queue
+// groups) decodes migrated, and re-encodes as version 5.
 #[test]
 fn a_version_3_checkpoint_decodes() {
-    let committed = golden("checkpoint-v3.snap", &v3_checkpoint());
+    let committed = std::fs::read(fixture("checkpoint-v3.snap")).unwrap();
     assert_eq!(&committed[8..10], &[3, 0]);
     let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
     assert_eq!(decoded, state_of(commands_v3()));
     assert_eq!(decoded.commit_index(), 15);
     assert_eq!(decoded.committed_offset(&sid("golden", "a"), "readers", 0).unwrap(), Some(11));
     let again = decoded.encode_snapshot();
-    assert_eq!(&again[8..10], &[4, 0]);
+    assert_eq!(&again[8..10], &[5, 0]);
     assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
-}
-
-/// The version 3 checkpoint of [`commands_v3`]: this build's encoding
-/// relabelled, which is byte for byte what version 3 wrote for a state
-/// without queue groups (the body types differ only by the queue variant).
-fn v3_checkpoint() -> Vec<u8> {
-    let mut bytes = state_of(commands_v3()).encode_snapshot();
-    bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
-    let body_end = bytes.len() - 32;
-    let sum = *blake3::hash(&bytes[..body_end]).as_bytes();
-    bytes[body_end..].copy_from_slice(&sum);
-    bytes
 }
 
 // A version 2 checkpoint (what the previous release wrote, before record
@@ -336,9 +393,9 @@ fn a_version_2_checkpoint_decodes_migrated() {
         assert_eq!(times, vec![(first, got.created_at_ms())], "{name}");
         assert_eq!(got.last_at_ms(), got.created_at_ms());
     }
-    // Re-encoded, it is a version 4 checkpoint that decodes to itself.
+    // Re-encoded, it is a version 5 checkpoint that decodes to itself.
     let again = decoded.encode_snapshot();
-    assert_eq!(&again[8..10], &[4, 0]);
+    assert_eq!(&again[8..10], &[5, 0]);
     assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 

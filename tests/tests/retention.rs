@@ -204,8 +204,7 @@ fn cores_reclaim_on_their_own_and_policies_survive_restarts() {
     for checkpoint_on_shutdown in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(T0);
-        let mut limits = Limits::default();
-        limits.expiry_sweep_interval_ms = 10;
+        let limits = Limits { expiry_sweep_interval_ms: 10, ..Limits::default() };
         let open = || {
             Engine::open(
                 config(dir.path(), &clock)

@@ -254,6 +254,15 @@ impl Sim {
             ensure(queues == model_queues, "queues", || {
                 format!("{id}: real {queues:?}, model {model_queues:?}")
             })?;
+            let policy = real.stream(id).map(|s| {
+                let p = s.retention_policy();
+                let age = p.max_age.map(|a| a.as_millis() as u64);
+                (p.consumed || age.is_some()).then_some((p.consumed, age))
+            });
+            let model_policy = model.streams.get(id).map(|s| s.retention);
+            ensure(policy == model_policy, "retention policy", || {
+                format!("{id}: real {policy:?}, model {model_policy:?}")
+            })?;
             if depth != Depth::Bytes {
                 continue;
             }

@@ -52,6 +52,10 @@ pub struct Stats {
     /// removed one (SPEC §2 "Queues").
     pub queue_deliveries: u64,
     pub queue_acks: u64,
+    /// Reclaims that moved a retained start, and the bytes they dropped
+    /// (SPEC §2 "Consumption-driven retention").
+    pub reclaims: u64,
+    pub reclaimed_bytes: u64,
 }
 
 impl Stats {
@@ -87,6 +91,8 @@ impl Stats {
             (&mut self.packs_torn, other.packs_torn),
             (&mut self.queue_deliveries, other.queue_deliveries),
             (&mut self.queue_acks, other.queue_acks),
+            (&mut self.reclaims, other.reclaims),
+            (&mut self.reclaimed_bytes, other.reclaimed_bytes),
         ];
         for (mine, theirs) in pairs {
             *mine += theirs;
@@ -103,7 +109,7 @@ impl fmt::Display for Stats {
              {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused, {} deferred), \
              {} retries, unacked kept/dropped {}/{}; cold: {} flushes, {} compactions, {} files removed, \
              {} purges ({} buckets erased), {} packs damaged, {} damaged reads refused, {} orphans swept, \
-             {} pack faults, {} packs torn; queues: {} deliveries, {} acks",
+             {} pack faults, {} packs torn; queues: {} deliveries, {} acks; {} reclaims ({} bytes)",
             self.steps,
             self.commands,
             self.mutations,
@@ -133,7 +139,9 @@ impl fmt::Display for Stats {
             self.pack_faults,
             self.packs_torn,
             self.queue_deliveries,
-            self.queue_acks
+            self.queue_acks,
+            self.reclaims,
+            self.reclaimed_bytes
         )
     }
 }

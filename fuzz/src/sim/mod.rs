@@ -32,6 +32,7 @@ pub mod packs;
 pub mod plan;
 mod queues;
 pub mod restart;
+mod retention;
 pub mod shrink;
 pub mod world;
 

@@ -206,6 +206,16 @@ pub enum SimOp {
         ms: u16,
         stale: bool,
     },
+    /// Consumption-driven retention (SPEC §2): with `reclaim`, reclaim by
+    /// the stream's policy; otherwise set the policy to the consumed rule
+    /// when `consumed` and an age rule of `age_ms` when given (0 and above
+    /// ten years are refused).
+    Retention {
+        s: usize,
+        reclaim: bool,
+        consumed: bool,
+        age_ms: Option<u64>,
+    },
     /// A read; renews a TTL stream through a logged `Touch` when due, as
     /// the runtime does.
     Read {
@@ -332,6 +342,7 @@ impl SimOp {
             SimOp::Purge { .. } => "purge",
             SimOp::Lease { .. } => "lease",
             SimOp::Queue { .. } => "queue",
+            SimOp::Retention { .. } => "retention",
             SimOp::Crash { .. } => "crash",
         }
     }
@@ -392,11 +403,17 @@ pub fn generate(seed: u64, ops: usize) -> (Setup, Mix, Vec<SimOp>) {
     // so adding them left every other operation of a seed as it was.
     let mut queue_rng = rng.fork();
     let queue_pct = if queue_rng.chance(1, 4) { 0 } else { queue_rng.range(2, 12) };
+    // Retention commands likewise, from a third stream.
+    let mut retention_rng = rng.fork();
+    let retention_pct = if retention_rng.chance(1, 4) { 0 } else { retention_rng.range(1, 5) };
     let mut list = Vec::with_capacity(ops + ops / 8);
     for _ in 0..ops {
         list.push(op(&mut op_rng, &setup, &mix));
         if queue_rng.chance(queue_pct, 100) {
             list.push(queue_op(&mut queue_rng, &setup));
+        }
+        if retention_rng.chance(retention_pct, 100) {
+            list.push(retention_op(&mut retention_rng, &setup));
         }
     }
     (setup, mix, list)
@@ -420,6 +437,21 @@ fn queue_op(rng: &mut Rng, setup: &Setup) -> SimOp {
         n: rng.range(0, 5) as u8,
         ms: if rng.chance(1, 10) { 0 } else { rng.range(1, 3_000) as u16 },
         stale: rng.chance(1, 8),
+    }
+}
+
+fn retention_op(rng: &mut Rng, setup: &Setup) -> SimOp {
+    let age_ms = match rng.weighted(&[4, 6, 1]) {
+        0 => None,
+        1 => Some(rng.range(1, 4_000)),
+        // Out of range: refused at admission and at apply.
+        _ => Some(if rng.chance(1, 2) { 0 } else { 10 * 365 * 24 * 3_600_000 + rng.range(1, 10) }),
+    };
+    SimOp::Retention {
+        s: stream_pick(rng, setup),
+        reclaim: rng.chance(2, 3),
+        consumed: rng.chance(3, 4),
+        age_ms,
     }
 }
 

@@ -421,6 +421,13 @@ impl Sim {
                 let id = self.target(*s);
                 self.queue(id, *group, *action, *n, *ms, *stale)?;
             }
+            SimOp::Retention { s, reclaim, consumed, age_ms } => {
+                let id = self.target(*s);
+                match reclaim {
+                    true => self.reclaim(id)?,
+                    false => self.set_retention(id, *consumed, *age_ms)?,
+                }
+            }
             SimOp::Publish { s, at, variant } => {
                 let id = self.target(*s);
                 let offset = self.offset(&id, *at);

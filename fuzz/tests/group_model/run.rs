@@ -371,6 +371,40 @@ impl Run {
                 prop_assert_eq!(real, self.model.dead_letters(&sid, group, n, self.now), "dead letters");
                 return Ok(());
             }
+            QueueAction::Retention { consumed, age } => {
+                use rill_shard::state::api::RetentionPolicy;
+                use rill_shard::state::command::RetentionSet;
+                let age_ms = age.then_some(ms);
+                let mut policy = RetentionPolicy::new().consumed(*consumed);
+                if let Some(ms) = age_ms {
+                    policy = policy.max_age(std::time::Duration::from_millis(ms.min(u64::MAX / 2)));
+                }
+                let raw = RetentionSet { id: sid.clone(), consumed: *consumed, max_age_ms: age_ms };
+                if let Ok(cmd) = self.real.prepare_retention(&sid, policy, self.now) {
+                    prop_assert_eq!(&cmd, &raw, "prepared retention");
+                }
+                // Admitted or not, the apply step judges it too.
+                Op::SetRetention(raw)
+            }
+            QueueAction::Reclaim => match self.real.prepare_reclaim(&sid, self.now, &HotOnly) {
+                Ok(cmd) => {
+                    let age =
+                        self.model.find(&sid, self.now).ok().and_then(|st| st.retention).and_then(|r| r.1);
+                    if let Some(age) = age {
+                        let cutoff = self.model.offset_at(&sid, self.now.saturating_sub(age), self.now);
+                        prop_assert_eq!(cutoff, Ok(cmd.aged_to), "reclaim cutoff of {}", sid);
+                    }
+                    Op::Reclaim(cmd)
+                }
+                Err(e) => {
+                    let model = self.model.find(&sid, self.now).and_then(|st| match st.retention {
+                        Some(_) => Ok(()),
+                        None => Err(Fault::new(rill_shard::error::ErrorCode::BadRequest)),
+                    });
+                    prop_assert_eq!(Err(Fault::of(&e)), model, "reclaim admission of {}", sid);
+                    return Ok(());
+                }
+            },
         };
         self.command(op)
     }

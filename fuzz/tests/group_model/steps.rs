@@ -102,6 +102,14 @@ pub(crate) enum QueueAction {
     Redrive,
     /// Compare backlogs and dead-letter lists.
     Look,
+    /// Set the stream's retention policy: the consumed rule when
+    /// `consumed`, an age rule of `ms` when `age` (0 and huge are refused).
+    Retention {
+        consumed: bool,
+        age: bool,
+    },
+    /// Reclaim by the stream's policy.
+    Reclaim,
 }
 
 /// Queue group names: two of their own and one a lease name too.
@@ -377,6 +385,9 @@ fn queue(
             settle => Just(QueueAction::Purge),
             2 * settle => Just(QueueAction::Redrive),
             2 => Just(QueueAction::Look),
+            settle => (proptest::bool::weighted(0.75), proptest::bool::ANY)
+                .prop_map(|(consumed, age)| QueueAction::Retention { consumed, age }),
+            2 * settle => Just(QueueAction::Reclaim),
         ],
         n,
         ms,

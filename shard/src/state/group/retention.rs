@@ -39,6 +39,9 @@ impl StreamState {
         let each = self.consumers.values().map(|group| match group {
             ConsumerGroup::Lease(l) => l.committed.unwrap_or(0),
             ConsumerGroup::Queue(q) => {
+                if crate::planted::active(crate::planted::Bug::ReclaimIgnoresHeld) {
+                    return q.next;
+                }
                 let held = q.in_flight.keys().chain(q.dead.keys()).min().copied();
                 held.map_or(q.next, |o| o.min(q.next))
             }
