@@ -35,6 +35,7 @@ mod queues;
 mod retention;
 mod runtime;
 mod shape;
+mod subscribe;
 mod timer;
 
 #[cfg(feature = "server")]
@@ -48,6 +49,7 @@ pub use rill_shard::CheckpointConfig;
 pub use rill_shard::ColdConfig;
 pub use rill_shard::{Durability, WalConfig, WalIo};
 pub use shape::{LOCK_FILE, SHAPE_FILE};
+pub use subscribe::{Subscribe, Subscription};
 
 pub use rill_shard::api::{
     AcquireLease, AppSnapshot, Append, AppendBatch, AppendReply, Backlog, BatchReply, BootstrapReply, Close,
