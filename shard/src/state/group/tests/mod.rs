@@ -15,6 +15,7 @@ mod leases;
 mod members;
 mod queues;
 mod records;
+mod reclaim;
 mod retention;
 
 use bytes::Bytes;
