@@ -49,6 +49,9 @@ pub struct Group {
     pub expiry_queued: Cell<bool>,
     /// Commit index of the group's last checkpoint (by this run).
     pub checkpointed_index: Cell<u64>,
+    /// When the expiry sweep may next ask a stream whose age rule only
+    /// cold records could meet (a lookup in the packs): in memory only.
+    pub cold_age_checks: RefCell<HashMap<StreamId, u64>>,
 }
 
 impl Group {
@@ -68,6 +71,7 @@ impl Group {
             uncommitted: Cell::new(0),
             expiry_queued: Cell::new(false),
             checkpointed_index: Cell::new(checkpointed),
+            cold_age_checks: RefCell::new(HashMap::new()),
         }
     }
 

@@ -351,10 +351,23 @@ async fn expiry_loop(core: Rc<Core>) {
             }
             // Retention policies (SPEC §2 "Consumption-driven retention"):
             // a reclaim for each stream whose policy may take something,
-            // unless the group is busy (the next sweep asks again).
+            // unless the group is busy (the next sweep asks again). One
+            // that only cold records could age out costs a lookup in the
+            // packs, so it is asked at most every 1/64 of its age (at least
+            // a second): the reclaim lags the age by under 2%.
             if group.queue_len() < core.limits.group_queue_depth / 2 {
                 let due = group.state.borrow().reclaim_due(now);
-                for id in due {
+                let mut checks = group.cold_age_checks.borrow_mut();
+                let cold: std::collections::HashSet<&crate::StreamId> =
+                    due.iter().filter(|(_, cold)| cold.is_some()).map(|(id, _)| id).collect();
+                checks.retain(|id, _| cold.contains(id));
+                for (id, cold_age) in due {
+                    if let Some(age) = cold_age {
+                        if checks.get(&id).is_some_and(|next| *next > now) {
+                            continue;
+                        }
+                        checks.insert(id.clone(), now + (age / 64).max(1_000));
+                    }
                     group.push(Envelope {
                         group: group.id,
                         request: Request::Reclaim(id),

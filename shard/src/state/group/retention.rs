@@ -90,26 +90,27 @@ impl GroupState {
         Ok(Reclaim { id: id.clone(), aged_to })
     }
 
-    /// Streams of this group whose policy would reclaim something now by
-    /// its consumed rule, or whose age rule has a record past its age
-    /// (hot times only, so this is a cheap hint: the reclaim decides).
-    pub fn reclaim_due(&self, now_ms: u64) -> Vec<StreamId> {
+    /// Streams of this group whose policy may reclaim something now, a
+    /// cheap hint (the reclaim decides): `(id, None)` when the consumed
+    /// rule would move the start or a hot record is past the age rule's
+    /// age; `(id, Some(max_age_ms))` when only cold records could be, whose
+    /// times are in the packs (the caller decides how often to look).
+    pub fn reclaim_due(&self, now_ms: u64) -> Vec<(StreamId, Option<u64>)> {
         self.streams()
             .filter(|s| !s.is_expired(now_ms))
-            .filter(|s| match s.retention {
-                None => false,
-                Some(rule) => {
-                    let consumed = rule.consumed && s.consumed_prefix() > s.retained_offset;
-                    // Cold records' times are in the packs: a stream with cold
-                    // chunks is always worth asking.
-                    let aged = rule.max_age_ms.is_some_and(|age| {
-                        let cutoff = now_ms.saturating_sub(age);
-                        s.cold_chunks().len() > 0 || s.times.iter().next().is_some_and(|(_, t)| *t < cutoff)
-                    });
-                    consumed || aged
+            .filter_map(|s| {
+                let rule = s.retention?;
+                let consumed = rule.consumed && s.consumed_prefix() > s.retained_offset;
+                let hot_aged = rule.max_age_ms.is_some_and(|age| {
+                    let cutoff = now_ms.saturating_sub(age);
+                    s.times.iter().next().is_some_and(|(_, t)| *t < cutoff)
+                });
+                match (consumed || hot_aged, rule.max_age_ms) {
+                    (true, _) => Some((s.id.clone(), None)),
+                    (false, Some(age)) if s.cold_chunks().len() > 0 => Some((s.id.clone(), Some(age))),
+                    _ => None,
                 }
             })
-            .map(|s| s.id.clone())
             .collect()
     }
 

@@ -82,7 +82,7 @@ fn bit_flips_are_corrupted() {
 /// that run after the checksum.
 fn seal(group: u32, group_count: u32, commit_index: u64, body: &[u8]) -> Vec<u8> {
     let mut out = b"RILLGSNP".to_vec();
-    out.extend_from_slice(&3u16.to_le_bytes());
+    out.extend_from_slice(&5u16.to_le_bytes());
     out.extend_from_slice(&group.to_le_bytes());
     out.extend_from_slice(&group_count.to_le_bytes());
     out.extend_from_slice(&commit_index.to_le_bytes());
