@@ -10,7 +10,7 @@
 //!               --seconds S        measured time of each run (profile default otherwise)
 //!               --warmup S         warm-up of each run
 //!               --scale X          multiply every time of the profile by X
-//!               --only W,...       workloads among floor,A,B,C,D,E,F,G
+//!               --only W,...       workloads among floor,A,B,C,D,E,F,G,H,I
 //!               --modes M,...      durable, relaxed (default both)
 //!               --peers P,...|none peers besides rill (default: every compiled-in peer)
 //!               --wal-io IO        dma, std, buffered or mapped: how rill writes its WAL (std without O_DIRECT)
@@ -87,7 +87,7 @@ pub const USAGE: &str = "usage:
   rill-bench [quick] [options] [--streams N] [--records N] [--record-bytes N] [--clients N] [--window N] [--skip-load]
   rill-bench full    [options]
   rill-bench durable [options]
-options: [--dir D] [--reps N] [--seconds S] [--warmup S] [--scale X] [--only floor,A,B,C,D,E,F,G]
+options: [--dir D] [--reps N] [--seconds S] [--warmup S] [--scale X] [--only floor,A,B,C,D,E,F,G,H,I]
          [--modes durable,relaxed] [--peers P,...|none] [--wal-io dma|std|buffered|mapped] [--spin on|off] [--no-progress] [--no-events]";
 
 fn number<T: std::str::FromStr>(name: &str, raw: String) -> Result<T, String>
@@ -172,7 +172,7 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Options, String>
                 let list = value("--only")?;
                 let ws = list
                     .split(',')
-                    .map(|w| Workload::parse(w.trim()).ok_or(format!("unknown workload {w:?} (floor, A..G)")))
+                    .map(|w| Workload::parse(w.trim()).ok_or(format!("unknown workload {w:?} (floor, A..I)")))
                     .collect::<Result<Vec<_>, _>>()?;
                 opts.only = Some(ws);
             }

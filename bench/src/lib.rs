@@ -20,6 +20,7 @@ pub mod plot;
 pub mod progress;
 pub mod quick;
 pub mod report;
+pub mod report_consume;
 pub mod report_cost;
 pub mod report_table;
 pub mod report_targets;

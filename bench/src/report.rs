@@ -488,6 +488,7 @@ pub fn markdown(
         tail_section(&mut out, summaries, mode);
         idem_section(&mut out, summaries, mode);
         recovery_section(&mut out, summaries, mode);
+        crate::report_consume::section(&mut out, summaries, mode);
     }
     if summaries.iter().any(|s| s.key.mode.is_none()) {
         let _ = writeln!(out, "## Independent of the durability mode\n");

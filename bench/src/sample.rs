@@ -27,10 +27,14 @@ pub enum Workload {
     F,
     /// Recovery after a kill.
     G,
+    /// Consumers: the coordinated reader over many streams.
+    H,
+    /// Queues: competing workers, and fan-out.
+    I,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Floor,
         Workload::A,
         Workload::B,
@@ -39,6 +43,8 @@ impl Workload {
         Workload::E,
         Workload::F,
         Workload::G,
+        Workload::H,
+        Workload::I,
     ];
 
     pub fn letter(self) -> &'static str {
@@ -51,6 +57,8 @@ impl Workload {
             Workload::E => "E",
             Workload::F => "F",
             Workload::G => "G",
+            Workload::H => "H",
+            Workload::I => "I",
         }
     }
 
@@ -64,6 +72,8 @@ impl Workload {
             Workload::E => "E. Cold reads after the page cache was dropped",
             Workload::F => "F. Idempotent producers on and off, with duplicate retries",
             Workload::G => "G. Recovery after kill -9",
+            Workload::H => "H. Consumers: records delivered and acked through the coordinated reader",
+            Workload::I => "I. Queues: receive and ack by competing workers, and fan-out to queue groups",
         }
     }
 

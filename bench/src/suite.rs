@@ -44,9 +44,11 @@ use crate::util::{bytes_label, count_label, Mode, Result, Scratch};
 use crate::window::Timing;
 use crate::workloads::calls::Calls;
 use crate::workloads::cold::{self, ColdShape, Loaded};
+use crate::workloads::consume::{self, ConsumeShape};
 use crate::workloads::idem::{self, IdemShape};
 use crate::workloads::ingest::{self, IngestShape};
 use crate::workloads::openloop::{self, OpenShape};
+use crate::workloads::queue::{self, QueueShape};
 use crate::workloads::recovery::{self, RecoveryShape};
 use crate::workloads::tail::{self, TailShape};
 
@@ -108,6 +110,17 @@ pub struct Profile {
     pub f_streams: usize,
     /// G: the writer that is killed.
     pub g: RecoveryShape,
+    /// H: the flush policy's ack counts (one cell each), streams, record
+    /// size (fill with B's clients and window).
+    pub h_flush_acks: Vec<u32>,
+    pub h_streams: usize,
+    pub h_record_bytes: usize,
+    /// I: `(queue groups, workers)` cells, streams, messages per receive,
+    /// record size.
+    pub i_cells: Vec<(usize, usize)>,
+    pub i_streams: usize,
+    pub i_max_messages: usize,
+    pub i_record_bytes: usize,
 }
 
 const KIB: usize = 1024;
@@ -156,6 +169,13 @@ impl Profile {
                 window: 128,
                 write_for: Duration::from_millis(500),
             },
+            h_flush_acks: vec![100],
+            h_streams: 1000,
+            h_record_bytes: KIB,
+            i_cells: vec![(1, 16), (8, 16)],
+            i_streams: 1000,
+            i_max_messages: 16,
+            i_record_bytes: KIB,
         }
     }
 
@@ -202,6 +222,13 @@ impl Profile {
                 window: 128,
                 write_for: Duration::from_secs(3),
             },
+            h_flush_acks: vec![1, 100],
+            h_streams: 1000,
+            h_record_bytes: KIB,
+            i_cells: vec![(1, 16), (8, 16)],
+            i_streams: 1000,
+            i_max_messages: 16,
+            i_record_bytes: KIB,
         }
     }
 
@@ -237,6 +264,13 @@ impl Profile {
                 window: 10,
                 write_for: Duration::from_millis(300),
             },
+            h_flush_acks: vec![10],
+            h_streams: 20,
+            h_record_bytes: 100,
+            i_cells: vec![(1, 4), (2, 4)],
+            i_streams: 20,
+            i_max_messages: 4,
+            i_record_bytes: 100,
         }
     }
 
@@ -288,6 +322,8 @@ enum Action {
     ColdRead { random: bool },
     Idem(IdemShape),
     Recovery,
+    Consume(ConsumeShape),
+    Queue(QueueShape),
 }
 
 #[derive(Clone, Debug)]
@@ -440,6 +476,48 @@ fn plan(opts: &SuiteOptions) -> Vec<Step> {
                     g.write_for.as_secs_f64()
                 );
                 push(Workload::G, Some(mode), cell, g.record_bytes, "rill", rep, Action::Recovery);
+            }
+            if wants(Workload::H) {
+                for &flush_acks in &p.h_flush_acks {
+                    let shape = ConsumeShape {
+                        streams: p.h_streams,
+                        clients: p.b_clients,
+                        window: p.b_window,
+                        record_bytes: p.h_record_bytes,
+                        flush_acks,
+                    };
+                    let cell = format!(
+                        "{} streams, {} readers, commit every {flush_acks} ack{}",
+                        count_label(p.h_streams),
+                        p.b_clients,
+                        if flush_acks == 1 { "" } else { "s" }
+                    );
+                    let action = Action::Consume(shape);
+                    push(Workload::H, Some(mode), cell, p.h_record_bytes, "rill", rep, action);
+                }
+            }
+            if wants(Workload::I) {
+                for &(groups, workers) in &p.i_cells {
+                    let shape = QueueShape {
+                        streams: p.i_streams,
+                        clients: p.b_clients,
+                        window: p.b_window,
+                        record_bytes: p.i_record_bytes,
+                        workers,
+                        groups,
+                        max_messages: p.i_max_messages,
+                    };
+                    let cell = if groups == 1 {
+                        format!("{} queues, {workers} competing workers", count_label(p.i_streams))
+                    } else {
+                        format!(
+                            "{} queues, fan-out to {groups} groups, {workers} workers",
+                            count_label(p.i_streams)
+                        )
+                    };
+                    let action = Action::Queue(shape);
+                    push(Workload::I, Some(mode), cell, p.i_record_bytes, "rill", rep, action);
+                }
             }
         }
         if wants(Workload::E) {
@@ -597,6 +675,18 @@ impl Context<'_> {
             Action::Idem(shape) => {
                 let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
                 let out = idem::rill(&engine, &ids, shape, timing, seed);
+                shutdown(engine)?;
+                Ok(one(out?))
+            }
+            Action::Consume(shape) => {
+                let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
+                let out = consume::rill(&engine, &ids, shape, timing, seed);
+                shutdown(engine)?;
+                Ok(one(out?))
+            }
+            Action::Queue(shape) => {
+                let (_dir, engine, ids) = self.engine(mode, shape.streams)?;
+                let out = queue::rill(&engine, &ids, shape, timing, seed);
                 shutdown(engine)?;
                 Ok(one(out?))
             }

@@ -4,8 +4,8 @@
 //! writer), and produces well-formed results: a sample per cell with
 //! positive figures, JSON lines that parse and carry the machine
 //! fingerprint, a markdown table (the targets of issue 13 included) and an
-//! SVG; A, B and C carry their window's cost per record. No figure is
-//! judged.
+//! SVG; A, B and C carry their window's cost per record, H and I the same
+//! run's append figure. No figure is judged.
 
 use std::collections::BTreeSet;
 
@@ -68,6 +68,17 @@ fn every_workload_runs_and_reports() {
             assert!(o.extra(paired).is_some_and(|f| f > 0.0), "{s:?}");
         }
     }
+    // H and I carry the same run's append figure and their ratio to it.
+    for s in report.samples.iter().filter(|s| matches!(s.workload, Workload::H | Workload::I)) {
+        let o = &s.outcome;
+        assert!(o.extra("append_per_s").is_some_and(|a| a > 0.0), "{s:?}");
+        assert!(o.extra("per_append").is_some_and(|r| r > 0.0), "{s:?}");
+    }
+    assert!(
+        report.samples.iter().any(|s| s.workload == Workload::I && s.cell.contains("fan-out")),
+        "I fan-out"
+    );
+    assert!(md.contains(Workload::H.title()) && md.contains(Workload::I.title()), "{md}");
     assert!(md.contains("machine:"));
     assert!(md.contains("## Targets of issue 13"), "{md}");
     let svg = std::fs::read_to_string(&report.written.plot).expect("plot written");
