@@ -27,6 +27,7 @@ pub mod report_targets;
 pub mod retry;
 pub mod rill_side;
 pub mod sample;
+pub mod scale;
 pub mod suite;
 pub mod util;
 pub mod window;

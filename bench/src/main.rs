@@ -16,6 +16,21 @@ fn main() {
         }
         return;
     }
+    if raw.first().map(String::as_str) == Some("__scale-open") {
+        // The scale cells' measuring child: opens a directory, reports.
+        if let Err(e) = rill_bench::scale::child_main(&raw[1..]) {
+            eprintln!("rill-bench scale child: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if raw.first().map(String::as_str) == Some("scale") {
+        if let Err(e) = rill_bench::scale::main(&raw[1..]) {
+            eprintln!("rill-bench scale: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if raw.first().map(String::as_str) == Some("http") {
         if let Err(e) = rill_bench::http::main(&raw[1..]) {
             eprintln!("rill-bench http: {e}");

@@ -132,7 +132,7 @@ pub const A_BATCHES: (usize, usize) = (4, 64);
 pub const B_MANY: (usize, usize) = (4, 64);
 
 impl Profile {
-    /// About two minutes on two cores: every workload, short cells.
+    /// About three minutes on two cores (the main job adds its load): every workload, short cells.
     pub fn quick() -> Profile {
         Profile {
             name: "quick",
