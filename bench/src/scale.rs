@@ -10,8 +10,9 @@
 //! directory is filled in stages with `append_many` calls of 64 records
 //! (`record_bytes` each, default 4 KiB) to uniformly picked streams, in
 //! the relaxed mode (the fill is not measured), up to each stage's total;
-//! then everything is flushed to packs and checkpointed and the engine is
-//! closed. At each stage the cell reports the group state (the sum of
+//! then everything is flushed to packs and compacted, and once the
+//! compaction grace has passed the replaced packs are reclaimed, so the
+//! figures are those of a directory at rest. At each stage the cell reports the group state (the sum of
 //! every group's encoded snapshot), the checkpoint files, and the data
 //! directory; a child process (`rill-bench __scale-open DIR`) opens the
 //! directory in the durable mode and reports `Engine::open`'s time and
@@ -69,6 +70,8 @@ pub struct Stage {
     pub payload_bytes: u64,
     pub group_state_bytes: u64,
     pub checkpoint_bytes: u64,
+    pub wal_bytes: u64,
+    pub pack_bytes: u64,
     pub dir_bytes: u64,
     pub open: Opened,
     /// Workload B's append figure on the reopened directory (records/s).
@@ -175,13 +178,20 @@ pub fn run(opts: &ScaleOptions) -> Result<ScaleResult> {
             filled = fill(&engine, &ids, filled, target, opts.record_bytes, n as u64)?;
             let group_state_bytes = settle(&engine)?;
             shutdown(engine)?;
+            // Sizes before anything else touches the directory (the append
+            // window leaves hot bytes that the next checkpoints carry).
+            let checkpoint_bytes = dir_bytes(&dir.join("checkpoints"));
+            let (wal_bytes, pack_bytes) = (dir_bytes(&dir.join("wal")), dir_bytes(&dir.join("cold")));
+            let dir_bytes = dir_bytes(&dir);
             let open = child_open(&opts.exe, &dir)?;
             let append_per_s = append_window(&dir, &format!("w{n}-"), opts.timing, n as u64)?;
             stages.push(Stage {
                 payload_bytes: filled,
                 group_state_bytes,
-                checkpoint_bytes: dir_bytes(&dir.join("checkpoints")),
-                dir_bytes: dir_bytes(&dir),
+                checkpoint_bytes,
+                wal_bytes,
+                pack_bytes,
+                dir_bytes,
                 open,
                 append_per_s,
             });
@@ -290,11 +300,18 @@ fn create_idle(engine: &Engine, ids: &[StreamId]) -> Result<()> {
     })
 }
 
-/// Flushes everything to packs and checkpoints; returns the sum of every
-/// group's encoded state.
+/// Flushes everything to packs, compacts until nothing is left to merge,
+/// checkpoints, waits out the compaction grace, reclaims what that freed
+/// and checkpoints again; returns the sum of every group's encoded state.
 fn settle(engine: &Engine) -> Result<u64> {
     futures::executor::block_on(async {
         engine.flush_cold().await?;
+        while engine.compact_cold().await? > 0 {}
+        engine.checkpoint().await?;
+        // The packs compaction replaced are removed once their grace has
+        // passed: wait it out, so the figures are the state at rest.
+        std::thread::sleep(rill::ColdConfig::default().compact_grace + Duration::from_secs(1));
+        engine.run_gc().await?;
         engine.checkpoint().await?;
         let mut bytes = 0;
         for g in 0..engine.groups() {
@@ -384,17 +401,19 @@ fn markdown(opts: &ScaleOptions, stages: &[Stage], idle: Option<&Idle>) -> Strin
     if !stages.is_empty() {
         let _ = writeln!(
             out,
-            "| history MiB | group state MiB | checkpoints MiB | data dir MiB | Engine::open s | open RSS MiB | \
-             B append rec/s |"
+            "| history MiB | group state MiB | checkpoints MiB | WAL MiB | packs MiB | data dir MiB | \
+             Engine::open s | open RSS MiB | B append rec/s |"
         );
-        let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for s in stages {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {:.3} | {} | {:.0} |",
+                "| {} | {} | {} | {} | {} | {} | {:.3} | {} | {:.0} |",
                 mib(s.payload_bytes),
                 mib(s.group_state_bytes),
                 mib(s.checkpoint_bytes),
+                mib(s.wal_bytes),
+                mib(s.pack_bytes),
                 mib(s.dir_bytes),
                 s.open.seconds,
                 mib(s.open.rss_growth),
