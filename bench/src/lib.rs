@@ -9,7 +9,9 @@
 //! writes a markdown table, JSON lines and an SVG plot ([`report`],
 //! [`plot`]) with the machine's fingerprint ([`machine`]). The criterion
 //! micro-benchmarks are in `benches/micro.rs`. `rill-bench http` ([`http`])
-//! measures rill's HTTP server next to the official Durable Streams server.
+//! measures rill's HTTP server next to the official Durable Streams server;
+//! `rill-bench scale` ([`scale`]) what history and idle streams cost at
+//! rest.
 
 pub mod args;
 pub mod floor;
