@@ -799,8 +799,11 @@ mod tests {
         let steps = plan(&o);
         let p = &o.profile;
         let a_b_c = p.a_sizes.len() + p.a_batch_sizes.len() + p.b_cells.len() + p.c_rates.len();
-        let per_rep_durable = a_b_c * 3 + p.d_readers.len() + p.f_cells.len() * p.f_sizes.len() + 1;
-        let per_rep_relaxed = a_b_c * 2 + p.d_readers.len() + p.f_cells.len() * p.f_sizes.len() + 1;
+        // D, F, G, H and I run rill alone, once per cell and mode.
+        let rill_only = p.d_readers.len() + p.f_cells.len() * p.f_sizes.len() + 1;
+        let rill_only = rill_only + p.h_flush_acks.len() + p.i_cells.len();
+        let per_rep_durable = a_b_c * 3 + rill_only;
+        let per_rep_relaxed = a_b_c * 2 + rill_only;
         let per_rep = 1 + per_rep_durable + per_rep_relaxed + 4;
         assert_eq!(steps.len(), 1 + p.reps * per_rep);
         assert!(steps.iter().all(|s| !(s.peer == "okaywal" && s.mode == Some(Mode::Relaxed))));
@@ -815,6 +818,18 @@ mod tests {
             })
             .collect();
         assert_ne!(firsts[0], firsts[1]);
+        // The queues issue's cells: 16 workers over 1k queues, one group
+        // and eight, filled as B is.
+        let queue_cells: Vec<(usize, usize, usize)> = steps
+            .iter()
+            .filter(|s| s.rep == 0 && s.mode == Some(Mode::Durable))
+            .filter_map(|s| match &s.action {
+                Action::Queue(q) => Some((q.streams, q.workers, q.groups)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(queue_cells, vec![(1000, 16, 1), (1000, 16, 8)]);
+        assert!(steps.iter().any(|s| matches!(&s.action, Action::Consume(c) if c.streams == 1000)));
     }
 
     #[test]
