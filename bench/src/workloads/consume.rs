@@ -122,26 +122,58 @@ pub fn rill(
         last = last.max(t.last_ack);
     }
     let drained = acked.load(Ordering::Relaxed) == total;
-    let seconds = match last {
-        Some(at) if drained && at < clock.stop => at.saturating_duration_since(clock.from).as_secs_f64(),
-        _ => timing.measure.as_secs_f64(),
-    };
-    let mut out = Outcome {
-        ops,
-        bytes: ops * shape.record_bytes as u64,
-        seconds: seconds.max(1e-6),
-        latency,
-        extra: Vec::new(),
-    };
-    let append_per_s = appended.ops_per_sec();
-    out.extra = vec![
-        ("append_per_s", append_per_s),
-        ("per_append", out.ops_per_sec() / append_per_s.max(f64::EPSILON)),
-        ("records_filled", total as f64),
-        ("commits", commits as f64),
-        ("drained", f64::from(u8::from(drained))),
-    ];
-    Ok(out)
+    let consumed = Consumed { ops, record_bytes: shape.record_bytes, latency, last_ack: last, drained };
+    let extra = vec![("records_filled", total as f64), ("commits", commits as f64)];
+    Ok(consumed.outcome(&appended, clock, timing, extra))
+}
+
+/// What the consumers of a run did in all, to be set beside its fill.
+#[derive(Debug)]
+pub struct Consumed {
+    /// Acks inside the measured window.
+    pub ops: u64,
+    pub record_bytes: usize,
+    pub latency: hdrhistogram::Histogram<u64>,
+    /// The last ack inside the window.
+    pub last_ack: Option<Instant>,
+    /// Whether every record of the run was acked.
+    pub drained: bool,
+}
+
+impl Consumed {
+    /// The run's outcome: throughput over the window (or, when the
+    /// consumers drained everything before it closed, over the time they
+    /// took), the fill's append figure and the ratio to it, then `extra`
+    /// and `drained`.
+    pub fn outcome(
+        self,
+        appended: &Outcome,
+        clock: Clock,
+        timing: Timing,
+        extra: Vec<(&'static str, f64)>,
+    ) -> Outcome {
+        let seconds = match self.last_ack {
+            Some(at) if self.drained && at < clock.stop => {
+                at.saturating_duration_since(clock.from).as_secs_f64()
+            }
+            _ => timing.measure.as_secs_f64(),
+        };
+        let mut out = Outcome {
+            ops: self.ops,
+            bytes: self.ops * self.record_bytes as u64,
+            seconds: seconds.max(1e-6),
+            latency: self.latency,
+            extra: Vec::new(),
+        };
+        let append_per_s = appended.ops_per_sec();
+        out.extra = vec![
+            ("append_per_s", append_per_s),
+            ("per_append", out.ops_per_sec() / append_per_s.max(f64::EPSILON)),
+        ];
+        out.extra.extend(extra);
+        out.extra.push(("drained", f64::from(u8::from(self.drained))));
+        out
+    }
 }
 
 /// One reader thread: joins its own consumer group over its streams and

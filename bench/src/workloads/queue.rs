@@ -31,7 +31,7 @@ use crate::retry::retrying;
 use crate::sample::Outcome;
 use crate::util::{latency_histogram, record_since, Result};
 use crate::window::{Clock, Timing};
-use crate::workloads::consume;
+use crate::workloads::consume::{self, Consumed};
 
 /// The shape of a queue run.
 #[derive(Clone, Debug)]
@@ -62,6 +62,35 @@ struct Tally {
     acked: Vec<Vec<u64>>,
 }
 
+impl Tally {
+    fn new(groups: usize, streams: usize) -> Tally {
+        Tally {
+            in_window: 0,
+            last_ack: None,
+            latency: latency_histogram(),
+            receives: 0,
+            empty: 0,
+            retries: 0,
+            acked: vec![vec![0; streams]; groups],
+        }
+    }
+
+    /// Adds another tally of the same run into this one.
+    fn absorb(&mut self, t: Tally) {
+        self.in_window += t.in_window;
+        self.last_ack = self.last_ack.max(t.last_ack);
+        self.latency.add(&t.latency).expect("histograms with the same bounds");
+        self.receives += t.receives;
+        self.empty += t.empty;
+        self.retries += t.retries;
+        for (mine, theirs) in self.acked.iter_mut().zip(&t.acked) {
+            for (m, n) in mine.iter_mut().zip(theirs) {
+                *m += n;
+            }
+        }
+    }
+}
+
 /// Runs the shape on an open engine whose streams `ids` exist and are
 /// empty.
 pub fn rill(
@@ -90,48 +119,28 @@ pub fn rill(
             .collect();
         handles.into_iter().map(|h| h.join().expect("worker thread")).collect()
     });
-    let mut latency = latency_histogram();
-    let (mut ops, mut receives, mut empty, mut retries, mut last) = (0u64, 0u64, 0u64, 0u64, None::<Instant>);
-    let mut per_group = vec![vec![0u64; ids.len()]; groups];
+    let mut sum = Tally::new(groups, ids.len());
     for t in tallies {
-        let t = t?;
-        ops += t.in_window;
-        receives += t.receives;
-        empty += t.empty;
-        retries += t.retries;
-        latency.add(&t.latency).expect("histograms with the same bounds");
-        last = last.max(t.last_ack);
-        for (g, streams) in t.acked.iter().enumerate() {
-            for (s, n) in streams.iter().enumerate() {
-                per_group[g][s] += n;
-            }
-        }
+        sum.absorb(t?);
     }
-    check_backlogs(engine, ids, &counts, &per_group)?;
-    let all_acks: u64 = per_group.iter().flatten().sum();
+    check_backlogs(engine, ids, &counts, &sum.acked)?;
+    let all_acks: u64 = sum.acked.iter().flatten().sum();
     let drained = acked.iter().all(|a| a.load(Ordering::Relaxed) == total);
-    let seconds = match last {
-        Some(at) if drained && at < clock.stop => at.saturating_duration_since(clock.from).as_secs_f64(),
-        _ => timing.measure.as_secs_f64(),
-    };
-    let mut out = Outcome {
-        ops,
-        bytes: ops * shape.record_bytes as u64,
-        seconds: seconds.max(1e-6),
-        latency,
-        extra: Vec::new(),
-    };
-    let append_per_s = appended.ops_per_sec();
-    out.extra = vec![
-        ("append_per_s", append_per_s),
-        ("per_append", out.ops_per_sec() / append_per_s.max(f64::EPSILON)),
+    let (receives, empty) = (sum.receives, sum.empty);
+    let extra = vec![
         ("records_filled", total as f64),
         ("messages_per_receive", all_acks as f64 / (receives - empty).max(1) as f64),
         ("empty_receive_share", empty as f64 / receives.max(1) as f64),
-        ("backpressure_retries", retries as f64),
-        ("drained", f64::from(u8::from(drained))),
+        ("backpressure_retries", sum.retries as f64),
     ];
-    Ok(out)
+    let consumed = Consumed {
+        ops: sum.in_window,
+        record_bytes: shape.record_bytes,
+        latency: sum.latency,
+        last_ack: sum.last_ack,
+        drained,
+    };
+    Ok(consumed.outcome(&appended, clock, timing, extra))
 }
 
 /// Every group's backlog of every stream is what it did not ack.
@@ -167,28 +176,9 @@ fn worker_thread(
     let tallies = futures::executor::block_on(join_all(
         workers.iter().map(|&w| worker(engine, ids, w, shape, clock, done)),
     ));
-    let mut sum = Tally {
-        in_window: 0,
-        last_ack: None,
-        latency: latency_histogram(),
-        receives: 0,
-        empty: 0,
-        retries: 0,
-        acked: vec![vec![0; ids.len()]; groups],
-    };
+    let mut sum = Tally::new(groups, ids.len());
     for t in tallies {
-        let t = t?;
-        sum.in_window += t.in_window;
-        sum.last_ack = sum.last_ack.max(t.last_ack);
-        sum.latency.add(&t.latency).expect("histograms with the same bounds");
-        sum.receives += t.receives;
-        sum.empty += t.empty;
-        sum.retries += t.retries;
-        for (g, streams) in t.acked.iter().enumerate() {
-            for (s, n) in streams.iter().enumerate() {
-                sum.acked[g][s] += n;
-            }
-        }
+        sum.absorb(t?);
     }
     Ok(sum)
 }
@@ -206,15 +196,7 @@ async fn worker(
     let groups = shape.groups.max(1);
     let g = w % groups;
     let group = format!("q{g}");
-    let mut tally = Tally {
-        in_window: 0,
-        last_ack: None,
-        latency: latency_histogram(),
-        receives: 0,
-        empty: 0,
-        retries: 0,
-        acked: vec![vec![0; ids.len()]; groups],
-    };
+    let mut tally = Tally::new(groups, ids.len());
     let mut cursor = w * ids.len() / shape.workers.max(1);
     while Instant::now() < clock.stop && acked[g].load(Ordering::Relaxed) < total {
         let s = cursor % ids.len();
