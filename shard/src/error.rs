@@ -42,6 +42,9 @@ pub enum ErrorCode {
     StreamNotFound,
     /// No bucket of that name exists.
     BucketNotFound,
+    /// The stream was deleted or expired while forks of it live: its name
+    /// stays taken (a soft delete) until the last fork is gone.
+    StreamGone,
     /// The stream exists with different settings.
     StreamConflict,
     /// An append's content type differs from the stream's.
@@ -125,6 +128,7 @@ impl ErrorCode {
         match self {
             ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::BucketNotFound => "bucket_not_found",
+            ErrorCode::StreamGone => "stream_gone",
             ErrorCode::StreamConflict => "stream_conflict",
             ErrorCode::ContentTypeMismatch => "content_type_mismatch",
             ErrorCode::StreamClosed => "stream_closed",
@@ -200,6 +204,15 @@ pub enum ErrorKind {
     BucketNotFound {
         /// The bucket named.
         bucket: String,
+    },
+    /// Stream `stream` of bucket `bucket` was deleted or expired while
+    /// forks of it live (a soft delete): it cannot be read, written,
+    /// deleted, re-created or forked until the last fork is gone.
+    StreamGone {
+        /// The bucket named.
+        bucket: String,
+        /// The stream named.
+        stream: String,
     },
     /// The stream exists with different settings; `field` names the first
     /// setting that differs.
@@ -474,6 +487,7 @@ impl ErrorKind {
     pub fn code(&self) -> ErrorCode {
         match self {
             ErrorKind::StreamNotFound { .. } => ErrorCode::StreamNotFound,
+            ErrorKind::StreamGone { .. } => ErrorCode::StreamGone,
             ErrorKind::BucketNotFound { .. } => ErrorCode::BucketNotFound,
             ErrorKind::StreamConflict { .. } => ErrorCode::StreamConflict,
             ErrorKind::ContentTypeMismatch { .. } => ErrorCode::ContentTypeMismatch,
@@ -687,6 +701,10 @@ impl fmt::Display for Error {
                 write!(f, "stream {bucket:?}/{stream:?} not found")
             }
             ErrorKind::BucketNotFound { bucket } => write!(f, "bucket {bucket:?} not found"),
+            ErrorKind::StreamGone { bucket, stream } => write!(
+                f,
+                "stream {bucket:?}/{stream:?} was deleted and is kept only for its forks (soft-deleted)"
+            ),
             ErrorKind::StreamConflict { field } => {
                 write!(f, "stream exists with a different {field}")
             }

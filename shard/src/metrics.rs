@@ -46,6 +46,9 @@ pub struct GroupMetrics {
     pub flushed_bytes: AtomicU64,
     /// Reclamation entries whose files were removed.
     pub gc_entries: AtomicU64,
+    /// Fork messages the group owes other groups (its fork outbox), as
+    /// applied; the engine's fork keeper delivers them.
+    pub fork_outbox: AtomicU64,
 }
 
 impl GroupMetrics {

@@ -12,10 +12,10 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::api::{
     AcquireLease, Append, AppendBatch, AppendReply, Backlog, BatchReply, BootstrapReply, Close, CloseReply,
-    Create, CreateReply, Delivery, GroupSnapshot, HeadReply, Heartbeat, Lease, LeaseReply, Membership,
+    Create, CreateReply, Delivery, ForkOwed, ForkPoint, ForkSourceInfo, GroupSnapshot, HeadReply, Heartbeat, Lease, LeaseReply, Membership,
     PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, Reclaimed, RetentionPolicy, SnapshotReply, WaitRead,
 };
-use crate::state::command::{
+use crate::state::command::{self,
     CompactCommit, FlushCommit, LeaseRelease, LeaseRenew, MemberLeave, OffsetCommit, Op, QueueDeadLetters,
     QueuePolicySet, QueueSettle, Response, RetentionSet,
 };
@@ -250,6 +250,75 @@ pub struct SetRetention {
 /// Reclaim what a stream's retention policy allows, now.
 #[derive(Clone, Debug)]
 pub struct ReclaimNow(pub StreamId);
+/// Create a fork on its own group with its copy of the source's prefix
+/// (`Op::ForkCreate`).
+#[derive(Clone, Debug)]
+pub struct ForkCreate {
+    /// The fork's settings and its own initial records (the content type
+    /// and expiry already resolved against the source's).
+    pub create: Create,
+    /// The source's retained start the copy begins at.
+    pub start: u64,
+    /// The inherited records, oldest first, the last one cut at `end`.
+    pub inherited: Vec<bytes::Bytes>,
+    /// The source.
+    pub source: StreamId,
+    /// The source incarnation copied.
+    pub source_incarnation: u64,
+    /// The fork's token.
+    pub token: u64,
+    /// The fork point as requested.
+    pub point: ForkPoint,
+    /// The resolved fork offset.
+    pub end: u64,
+}
+/// Pin a source for a fork (`Op::ForkPin`): true when pinned.
+#[derive(Clone, Debug)]
+pub struct ForkPin {
+    /// The source.
+    pub source: StreamId,
+    /// The incarnation the fork copied.
+    pub source_incarnation: u64,
+    /// The fork's token.
+    pub token: u64,
+    /// The fork.
+    pub fork: StreamId,
+}
+/// Log the source's answer to a pin on the fork's group
+/// (`Op::ForkPinAck`): true when a refused pin removed the fork.
+#[derive(Clone, Debug)]
+pub struct ForkPinAck {
+    /// The fork.
+    pub fork: StreamId,
+    /// The fork's token.
+    pub token: u64,
+    /// The source pinned it.
+    pub pinned: bool,
+}
+/// Drop a fork's pin on its source (`Op::ForkUnpin`).
+#[derive(Clone, Debug)]
+pub struct ForkUnpin {
+    /// The source.
+    pub source: StreamId,
+    /// The fork's token.
+    pub token: u64,
+    /// The fork.
+    pub fork: StreamId,
+}
+/// An owed unpin was delivered (`Op::ForkOutboxDone`).
+#[derive(Clone, Debug)]
+pub struct ForkOutboxDone {
+    /// The fork.
+    pub fork: StreamId,
+    /// The fork's token.
+    pub token: u64,
+}
+/// What a fork needs of its source.
+#[derive(Clone, Debug)]
+pub struct ForkSource(pub StreamId);
+/// The group's fork outbox.
+#[derive(Clone, Copy, Debug)]
+pub struct ForkOutbox;
 /// Capture the group's whole state.
 #[derive(Clone, Copy, Debug)]
 pub struct SnapshotGroup;
@@ -313,6 +382,43 @@ mutation!(SetRetention, "set_retention_policy", |r| Op::SetRetention(RetentionSe
         consumed: r.policy.consumed,
         max_age_ms: r.policy.max_age.map(|age| u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
     }), (), Response::RetentionSet { .. } => ());
+mutation!(ForkCreate, "fork", |f| {
+        let more = f.create.more_records.clone();
+        let create = command::Create::from(f.create);
+        Op::ForkCreate(command::ForkCreate {
+            create,
+            more,
+            start: f.start,
+            inherited: f.inherited,
+            origin: command::ForkOrigin {
+                source: f.source,
+                source_incarnation: f.source_incarnation,
+                token: f.token,
+                point: f.point,
+                end: f.end,
+            },
+        })
+    }, CreateReply, Response::Create(r) => r);
+mutation!(ForkPin, "fork_pin", |p| Op::ForkPin(command::ForkPin {
+        source: p.source,
+        source_incarnation: p.source_incarnation,
+        token: p.token,
+        fork: p.fork,
+    }), bool, Response::ForkPinned { pinned, .. } => pinned);
+mutation!(ForkPinAck, "fork_pin_ack", |a| Op::ForkPinAck(command::ForkPinAck {
+        fork: a.fork,
+        token: a.token,
+        pinned: a.pinned,
+    }), bool, Response::ForkPinAcked { removed, .. } => removed);
+mutation!(ForkUnpin, "fork_unpin", |u| Op::ForkUnpin(command::ForkUnpin {
+        source: u.source,
+        token: u.token,
+        fork: u.fork,
+    }), bool, Response::ForkUnpinned { released, .. } => released);
+mutation!(ForkOutboxDone, "fork_outbox_done", |d| Op::ForkOutboxDone(command::ForkOutboxDone {
+        fork: d.fork,
+        token: d.token,
+    }), (), Response::ForkOutboxDone { .. } => ());
 mutation!(CompactCommit, "compact_commit", |c| Op::CompactCommit(c), bool,
     Response::Compacted { replaced } => replaced);
 
@@ -333,6 +439,8 @@ query!(QueueBacklog, "backlog", |b| Request::Backlog { id: b.id, group: b.group 
 query!(DeadLetters, "dead_letters", |d| Request::DeadLetters { id: d.id, group: d.group, max: d.max },
     Vec<Delivery>, Reply::Deliveries(d) => d);
 query!(ReclaimNow, "reclaim", |r| Request::Reclaim(r.0), Reclaimed, Reply::Applied(Response::Reclaimed { reclaimed, .. }) => reclaimed);
+query!(ForkSource, "fork_source", |f| Request::ForkSource(f.0), ForkSourceInfo, Reply::ForkSource(s) => s);
+query!(ForkOutbox, "fork_outbox", |_f| Request::ForkOutbox, Vec<ForkOwed>, Reply::ForkOutbox(o) => o);
 query!(SnapshotGroup, "snapshot_group", |_s| Request::SnapshotGroup, GroupSnapshot,
     Reply::GroupSnapshot(s) => s);
 query!(InstallGroupSnapshot, "install_group_snapshot", |i| Request::InstallGroupSnapshot(i.0), u64,

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use futures::channel::oneshot;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::state::api::{Backlog, BootstrapReply, Delivery, GroupSnapshot, HeadReply, Read, ReadReply, Receive};
+use crate::state::api::{
+    Backlog, BootstrapReply, Delivery, ForkOwed, ForkSourceInfo, GroupSnapshot, HeadReply, Read, ReadReply, Receive,
+};
 use crate::state::command::{Op, Response};
 use crate::state::name::StreamId;
 
@@ -93,6 +95,10 @@ pub enum Request {
     /// cutoff found, hot or cold), then applied and logged as
     /// [`Op::Reclaim`].
     Reclaim(StreamId),
+    /// What a fork needs of its source stream.
+    ForkSource(StreamId),
+    /// The group's fork outbox.
+    ForkOutbox,
     /// Capture the group's whole state.
     SnapshotGroup,
     /// Replace the group's state with a snapshot.
@@ -138,6 +144,10 @@ pub enum Reply {
     Deliveries(Vec<Delivery>),
     /// A queue group's backlog.
     Backlog(Backlog),
+    /// What a fork needs of its source.
+    ForkSource(ForkSourceInfo),
+    /// A group's fork outbox.
+    ForkOutbox(Vec<ForkOwed>),
     /// A captured group state.
     GroupSnapshot(GroupSnapshot),
     /// An installed group state, at its commit index.

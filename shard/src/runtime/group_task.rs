@@ -60,6 +60,7 @@ impl Group {
     pub fn new(id: u32, state: GroupState, metrics: Arc<GroupMetrics>) -> Self {
         metrics.set_hot_bytes(state.hot_bytes());
         metrics.streams.store(state.stream_count(), Relaxed);
+        metrics.fork_outbox.store(state.forks().outbox_len() as u64, Relaxed);
         metrics.commit_index.store(state.commit_index(), Relaxed);
         let checkpointed = state.commit_index();
         Group {
@@ -138,6 +139,10 @@ impl Group {
                 self.wait_read(core, read, timeout, reply, sent_at, now).await
             }
             Request::Head(id) => answer(self.state.borrow_mut().head(&id, now).map(Reply::Head), reply),
+            Request::ForkSource(id) => {
+                answer(self.state.borrow().fork_source(&id, now).map(Reply::ForkSource), reply)
+            }
+            Request::ForkOutbox => answer(Ok(Reply::ForkOutbox(self.state.borrow().fork_outbox())), reply),
             Request::GetAttrs(id) => answer(self.state.borrow().get_attrs(&id, now).map(Reply::Attrs), reply),
             Request::CommittedOffset { id, group } => {
                 let result = self.state.borrow().committed_offset(&id, &group, now);
@@ -310,6 +315,7 @@ impl Group {
         let state = self.state.borrow();
         m.set_hot_bytes(state.hot_bytes());
         m.streams.store(state.stream_count(), Relaxed);
+        m.fork_outbox.store(state.forks().outbox_len() as u64, Relaxed);
         m.commit_index.store(state.commit_index(), Relaxed);
     }
 

@@ -899,3 +899,93 @@ pub struct Reclaimed {
     /// Bytes reclaimed by the age backstop that some group had not consumed.
     pub aged_bytes: u64,
 }
+
+/// Where a fork's inherited prefix ends (SPEC §2 "Forks"). Offsets are the
+/// source's; the fork's own bytes start at the resolved point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForkPoint {
+    /// The source's tail when the fork is made.
+    Tail,
+    /// A byte offset of the source, between its retained start and its tail.
+    Offset(u64),
+    /// `bytes` bytes into the record that starts at `offset` (at most its
+    /// length; the record is cut there).
+    IntoRecord {
+        /// Where the record starts.
+        offset: u64,
+        /// Bytes of it the fork keeps.
+        bytes: u64,
+    },
+    /// The `count` records from the one that starts at `offset` (JSON
+    /// mode's message sub-offset).
+    Records {
+        /// Where the first record starts.
+        offset: u64,
+        /// How many records the fork keeps.
+        count: u64,
+    },
+}
+
+/// Fork a stream (SPEC §2 "Forks"): create `create.id` holding the
+/// source's bytes below the fork point, at the source's offsets, followed
+/// by its own appends. The fork has its own settings, producers and
+/// lifetime; in `create`, a `content_type` of `None` and a TTL and expiry
+/// both `None` are inherited from the source, and a named content type
+/// must be the source's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fork {
+    /// The new stream's settings and its own initial records.
+    pub create: Create,
+    /// The stream forked from.
+    pub source: StreamId,
+    /// Where the inherited prefix ends.
+    pub point: ForkPoint,
+}
+
+impl Fork {
+    /// A fork of `source` at its tail, with the settings of `create`.
+    pub fn new(create: Create, source: StreamId) -> Self {
+        Fork { create, source, point: ForkPoint::Tail }
+    }
+    /// Sets the fork point.
+    pub fn at(mut self, point: ForkPoint) -> Self {
+        self.point = point;
+        self
+    }
+}
+
+/// What a fork needs of its source: its head and incarnation (the commit
+/// index of the create that made it, which a re-created stream changes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForkSourceInfo {
+    /// The source's head.
+    pub head: HeadReply,
+    /// The source's incarnation.
+    pub incarnation: u64,
+}
+
+/// A message one group owes another for a fork (the outbox of
+/// ARCHITECTURE.md "Forks across groups"), as the fork keeper sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForkOwed {
+    /// Pin the source for this fork, then acknowledge to the fork's group.
+    Pin {
+        /// The fork (of this group).
+        fork: StreamId,
+        /// The fork's token.
+        token: u64,
+        /// The source.
+        source: StreamId,
+        /// The source incarnation copied.
+        source_incarnation: u64,
+    },
+    /// Drop this fork's pin on the source, then tell the fork's group.
+    Unpin {
+        /// The fork (of this group; it may be gone).
+        fork: StreamId,
+        /// The fork's token.
+        token: u64,
+        /// The source.
+        source: StreamId,
+    },
+}

@@ -25,9 +25,9 @@ pub const RECORD_HEADER_LEN: usize = 29;
 pub const MAX_BODY_LEN: usize = 64 << 20;
 /// First eight bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"RILLWAL\0";
-/// Segment format version written by this code (5: version 4 and the
-/// retention policy commands).
-pub const FORMAT_VERSION: u16 = 5;
+/// Segment format version written by this code (6: version 5 and the
+/// fork commands).
+pub const FORMAT_VERSION: u16 = 6;
 /// Oldest segment format version this code reads (version 1 segments hold
 /// no `InstallRef` records; everything else is the same).
 pub const OLDEST_READ_VERSION: u16 = 1;

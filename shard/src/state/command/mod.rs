@@ -15,12 +15,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 mod cold;
+mod fork;
 mod lease;
 mod payload;
 mod queue;
 mod retention;
 
 pub use self::cold::{CompactCommit, FlushCommit, PackCommit, SliceCommit};
+pub use self::fork::{ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck, ForkUnpin};
 pub use self::lease::{LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit};
 pub use self::payload::{Append, AppendBatch, Close, Create, Producer, PublishSnapshot};
 pub use self::queue::{QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle, RecordSpan};
@@ -114,6 +116,16 @@ pub enum Op {
     SetRetention(RetentionSet),
     /// Reclaim what a stream's retention policy allows (WAL format 5).
     Reclaim(Reclaim),
+    /// Create a fork with its copy of the source's prefix (WAL format 6).
+    ForkCreate(ForkCreate),
+    /// Pin a source for a fork (WAL format 6).
+    ForkPin(ForkPin),
+    /// The source's answer to a pin, on the fork's group (WAL format 6).
+    ForkPinAck(ForkPinAck),
+    /// Drop a fork's pin on its source (WAL format 6).
+    ForkUnpin(ForkUnpin),
+    /// An owed unpin was delivered (WAL format 6).
+    ForkOutboxDone(ForkOutboxDone),
 }
 
 /// The successful result of applying a command.
@@ -204,6 +216,25 @@ pub enum Response {
         reclaimed: crate::state::api::Reclaimed,
         commit_index: u64,
     },
+    /// A source answered a pin.
+    ForkPinned {
+        pinned: bool,
+        commit_index: u64,
+    },
+    /// A pin's answer logged; `removed` when a refused pin removed the fork.
+    ForkPinAcked {
+        removed: bool,
+        commit_index: u64,
+    },
+    /// A pin dropped (`released` false when it was gone already).
+    ForkUnpinned {
+        released: bool,
+        commit_index: u64,
+    },
+    /// An owed message left the outbox.
+    ForkOutboxDone {
+        commit_index: u64,
+    },
 }
 
 /// Side effects of an applied command that the runtime must act on.
@@ -237,6 +268,11 @@ impl Command {
             Op::AppendRecords { append, more } => append.payload.len() as u64 + records_len(more),
             Op::AppendBatch(b) => b.payloads.iter().map(|p| p.len() as u64).sum(),
             Op::PublishSnapshot(s) => s.payload.len() as u64,
+            Op::ForkCreate(f) => {
+                f.create.initial_payload.as_ref().map_or(0, |p| p.len() as u64)
+                    + records_len(&f.more)
+                    + records_len(&f.inherited)
+            }
             _ => 0,
         }
     }
@@ -320,6 +356,16 @@ impl Command {
             Op::PurgeDeadLetters(d) | Op::RedriveDeadLetters(d) => id(&d.id) + text(&d.group),
             Op::SetRetention(r) => id(&r.id) + 2 + VARINT_MAX,
             Op::Reclaim(r) => id(&r.id) + VARINT_MAX,
+            Op::ForkCreate(f) => {
+                // The origin: source, incarnation, token, point (tag and two
+                // varints), end.
+                let origin = id(&f.origin.source) + 6 * VARINT_MAX;
+                create(&f.create) + more(&f.more) + VARINT_MAX + more(&f.inherited) + origin
+            }
+            Op::ForkPin(p) => id(&p.source) + 2 * VARINT_MAX + id(&p.fork),
+            Op::ForkPinAck(a) => id(&a.fork) + VARINT_MAX + 1,
+            Op::ForkUnpin(u) => id(&u.source) + VARINT_MAX + id(&u.fork),
+            Op::ForkOutboxDone(d) => id(&d.fork) + VARINT_MAX,
         };
         // now_ms and the variant tag.
         2 * VARINT_MAX + op

@@ -32,6 +32,7 @@ impl GroupState {
         self.lookup(id, now)?;
         let commit_index = self.bump();
         self.remove_stream(id);
+        self.forks_on_removed(id);
         effects.push(Effect::Removed(id.clone()));
         Ok(Response::Deleted { commit_index })
     }
@@ -134,6 +135,7 @@ impl GroupState {
         self.bump();
         for id in &due {
             self.remove_stream(id);
+            self.forks_on_removed(id);
             effects.push(Effect::Removed(id.clone()));
         }
         Ok(Response::Expired { removed: due })

@@ -463,6 +463,7 @@ impl GroupState {
             self.remove_stream(id);
             effects.push(Effect::Removed(id.clone()));
         }
+        self.forks_on_purged(bucket);
         self.buckets.remove(bucket);
         Ok(Response::Purged {
             removed_streams: ids.len() as u64,

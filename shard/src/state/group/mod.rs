@@ -36,6 +36,7 @@ mod checks;
 pub mod cold;
 pub(crate) mod consumer_state;
 mod consumers;
+mod forks;
 mod members;
 mod ops;
 mod producer;
@@ -154,6 +155,8 @@ pub struct GroupState {
     cold: cold::ColdState,
     /// Consumer group membership (`members.rs`).
     members: members::Members,
+    /// Fork pins, origins and the outbox (`forks.rs`; format 6).
+    forks: forks::ForkBook,
 }
 
 impl GroupState {
@@ -170,6 +173,7 @@ impl GroupState {
             expiry: BTreeSet::new(),
             cold: cold::ColdState::default(),
             members: BTreeMap::new(),
+            forks: forks::ForkBook::default(),
         }
     }
 
@@ -244,6 +248,11 @@ impl GroupState {
             Op::RedriveDeadLetters(req) => self.queue_dead_letters(req, true, now),
             Op::SetRetention(req) => self.set_retention(req, now),
             Op::Reclaim(req) => self.reclaim(req, now),
+            Op::ForkCreate(req) => self.fork_create(req, now, effects),
+            Op::ForkPin(req) => self.fork_pin(req, now),
+            Op::ForkPinAck(req) => self.fork_pin_ack(req, effects),
+            Op::ForkUnpin(req) => self.fork_unpin(req),
+            Op::ForkOutboxDone(req) => self.fork_outbox_done(req),
         };
         let mutated = self.commit_index != before;
         debug_assert!(self.commit_index - before <= 1, "one command, one commit index");
@@ -411,6 +420,7 @@ impl GroupState {
         };
         match streams.get(id.stream()) {
             Some(stream) if !stream.is_expired(now_ms) => Ok(stream),
+            _ if self.forks.is_tombstone(id) => Err(forks::gone(id)),
             _ => Err(ErrorKind::StreamNotFound {
                 bucket: id.bucket().to_string(),
                 stream: id.stream().to_string(),

@@ -53,7 +53,24 @@ impl GroupState {
         now: u64,
         effects: &mut Vec<Effect>,
     ) -> Result<Response> {
+        self.create_with(req, more, None, now, effects)
+    }
+
+    /// A create, of a fork when `prefix` holds its inherited records: the
+    /// stream then starts at `prefix.start` with them, before its own
+    /// initial records (which alone count as its first append).
+    pub(crate) fn create_with(
+        &mut self,
+        req: &Create,
+        more: &[Bytes],
+        prefix: Option<Prefix<'_>>,
+        now: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Response> {
         check_records(req.initial_payload.as_ref(), more)?;
+        if self.forks.is_tombstone(&req.id) {
+            return Err(super::forks::gone(&req.id));
+        }
         if req.ttl_s.is_some() && req.expires_at_ms.is_some() {
             return Err(Error::bad_request("ttl_s and expires_at_ms are exclusive"));
         }
@@ -70,6 +87,10 @@ impl GroupState {
         }
         let mut replaces_expired = false;
         if let Some(existing) = self.stream(&req.id) {
+            if existing.is_expired(now) && self.forks.is_pinned(&req.id) {
+                // Expired with forks: soft-deleted once the sweep removes it.
+                return Err(super::forks::gone(&req.id));
+            }
             if existing.is_expired(now) {
                 replaces_expired = true;
             } else {
@@ -91,21 +112,31 @@ impl GroupState {
         if self.stream_count - u64::from(replaces_expired) >= limit {
             return Err(ErrorKind::TooManyStreams { limit }.into());
         }
-        let initial_len = req.initial_payload.iter().chain(more).map(|p| p.len() as u64).sum();
-        self.check_hot_room(initial_len)?;
+        let initial_len: u64 = req.initial_payload.iter().chain(more).map(|p| p.len() as u64).sum();
+        let inherited_len: u64 = prefix.as_ref().map_or(0, |p| p.records.iter().map(|r| r.len() as u64).sum());
+        self.check_hot_room(initial_len + inherited_len)?;
 
         let commit_index = self.bump();
         if replaces_expired {
             self.remove_stream(&req.id);
+            self.forks_on_removed(&req.id);
             effects.push(Effect::Removed(req.id.clone()));
         }
         let mut stream = StreamState::new(req.id.clone(), req.effective_content_type().to_string(), now);
+        if let Some(prefix) = &prefix {
+            stream.retained_offset = prefix.start;
+            stream.next_offset = prefix.start;
+            for record in prefix.records {
+                stream.push_record(record, now);
+            }
+        }
         stream.incarnation = commit_index;
         stream.ttl_s = req.ttl_s;
         stream.expires_at_ms = req.expires_at_ms;
         stream.attrs = req.attrs.clone();
         stream.last_stream_seq = req.stream_seq.clone();
-        let mut landed = Landed::default();
+        let mut landed =
+            Landed { start_offset: stream.next_offset, next_offset: stream.next_offset, ..Landed::default() };
         if let Some(payload) = req.initial_payload.as_ref().filter(|p| !p.is_empty()) {
             landed = stream.land(payload, now);
             for payload in more {
@@ -121,7 +152,7 @@ impl GroupState {
             self.record_producer(&mut stream, args, entry);
         }
         let next_offset = stream.next_offset;
-        if next_offset > 0 || req.closed {
+        if next_offset > stream.retained_offset || req.closed {
             effects.push(Effect::Advanced(req.id.clone()));
         }
         self.insert_stream(stream);
@@ -326,8 +357,15 @@ fn check_records(first: Option<&Bytes>, more: &[Bytes]) -> Result<()> {
     Ok(())
 }
 
+/// A fork's inherited records and where they start
+/// ([`GroupState::create_with`]).
+pub(crate) struct Prefix<'a> {
+    pub(crate) start: u64,
+    pub(crate) records: &'a [Bytes],
+}
+
 /// An idempotent create must match the stored settings (SPEC §2 Create).
-fn settings_match(existing: &StreamState, req: &Create) -> Result<()> {
+pub(crate) fn settings_match(existing: &StreamState, req: &Create) -> Result<()> {
     let field = if existing.content_type != req.effective_content_type() {
         "content_type"
     } else if existing.ttl_s != req.ttl_s {

@@ -4,18 +4,20 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic b"RILLGSNP"
-//!      8     2  u16le format version (5; versions 4, 3 and 2 are read
-//!               and migrated)
+//!      8     2  u16le format version (6; versions 5, 4, 3 and 2 are
+//!               read and migrated)
 //!     10     4  u32le group
 //!     14     4  u32le group_count
 //!     18     8  u64le commit_index
 //!     26     4  u32le body length N
-//!     30     N  body: postcard of (buckets map, cold state, members):
-//!                bucket -> stream -> stream state (hot records, their
-//!                time runs, cold chunk references, consumer groups), then
-//!                packs and the GC queue, then consumer group membership
-//!                (version 2 has no membership; versions 3 and 4 have no
-//!                retention policy; version 3 has no queue groups)
+//!     30     N  body: postcard of (buckets map, cold state, members,
+//!                fork book): bucket -> stream -> stream state (hot
+//!                records, their time runs, cold chunk references,
+//!                consumer groups), then packs and the GC queue, then
+//!                consumer group membership, then fork pins, origins and
+//!                the outbox (version 2 has no membership; versions 3 and
+//!                4 have no retention policy; version 3 has no queue
+//!                groups; versions before 6 have no fork book)
 //!   30+N    32  BLAKE3 of bytes [0, 30+N)
 //! ```
 //!
@@ -36,13 +38,16 @@ use std::collections::BTreeSet;
 use crate::error::{Error, Result};
 use crate::state::group::cold::ColdState;
 use crate::state::group::consumer_state::ConsumerGroup;
+use crate::state::group::forks::ForkBook;
 use crate::state::group::members::Members;
 use crate::state::group::snapshot_v2::BucketsV2;
 use crate::state::group::snapshot_v4::BucketsV4;
 use crate::state::group::{producer, Buckets, GroupLimits, GroupState};
 
 const MAGIC: &[u8; 8] = b"RILLGSNP";
-const VERSION: u16 = 5;
+const VERSION: u16 = 6;
+/// The version before forks: its bodies have no fork book.
+const NO_FORKS: u16 = 5;
 /// The version before queue groups: its bodies decode as version 4's.
 const NO_QUEUES: u16 = 3;
 /// The oldest version still read (migrated by `snapshot_v2`).
@@ -63,7 +68,7 @@ impl GroupState {
             settled.settle_all();
             return settled.encode_snapshot();
         }
-        let body = postcard::to_stdvec(&(&self.buckets, &self.cold, &self.members))
+        let body = postcard::to_stdvec(&(&self.buckets, &self.cold, &self.members, &self.forks))
             .expect("a group state always serialises");
         let body_len = u32::try_from(body.len()).expect("a group snapshot body fits in 4 GiB");
         let mut out = Vec::with_capacity(HEADER_LEN + body.len() + CHECKSUM_LEN);
@@ -113,7 +118,12 @@ impl GroupState {
             return Err(corrupt(format!("group {group} is not below group_count {group_count}")));
         }
         let body = &bytes[HEADER_LEN..body_end];
+        let mut forks = ForkBook::default();
         let (buckets, cold, members) = if version == VERSION {
+            let (buckets, cold, members, book) = decode_body::<(Buckets, ColdState, Members, ForkBook)>(body)?;
+            forks = book;
+            (buckets, cold, members)
+        } else if version == NO_FORKS {
             decode_body::<(Buckets, ColdState, Members)>(body)?
         } else if version >= NO_QUEUES {
             let (old, cold, members) = decode_body::<(BucketsV4, ColdState, Members)>(body)?;
@@ -156,6 +166,7 @@ impl GroupState {
         state.buckets = buckets;
         state.cold = cold;
         state.members = members;
+        state.forks = forks;
         state.trim_to_limits();
         state.rebuild_derived()?;
         state.verify().map_err(|what| corrupt(format!("invariant violated: {what}")))?;

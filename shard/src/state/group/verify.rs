@@ -39,6 +39,7 @@ impl GroupState {
     pub fn verify(&self) -> Check {
         ensure(self.group < self.group_count.max(1), || "group is not below group_count".into())?;
         self.verify_members()?;
+        self.verify_forks()?;
         let mut hot_bytes = 0u64;
         let mut stream_count = 0u64;
         let mut expiry = BTreeSet::new();

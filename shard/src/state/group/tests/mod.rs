@@ -10,6 +10,7 @@ mod codec;
 mod cold;
 mod create;
 mod expiry;
+mod forks;
 mod producer;
 mod leases;
 mod members;
