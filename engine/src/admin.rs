@@ -123,6 +123,8 @@ impl Engine {
             report.removed_streams += purged.removed_streams;
             report.pending_gc_entries += purged.pending_gc_entries;
         }
+        // Purged forks owe their sources (maybe in other buckets) unpins.
+        self.kick_fork_keeper();
         Ok(report)
     }
 }

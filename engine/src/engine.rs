@@ -68,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) clock: EngineClock,
     /// The core the next [`Engine::sleep`] is timed on (taken in turn).
     pub(crate) next_timer_core: std::sync::atomic::AtomicUsize,
+    /// Wakes the fork keeper (`fork_keeper.rs`), set right after open.
+    pub(crate) fork_keeper: std::sync::OnceLock<crate::fork_keeper::Kicker>,
 }
 
 impl Engine {
@@ -87,7 +89,7 @@ impl Engine {
         let (mailboxes, specs) = core_specs(&config, packs, states, &core_metrics, &group_metrics, &clock);
         let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
         tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
-        Ok(Engine {
+        let engine = Engine {
             inner: Arc::new(Inner {
                 config,
                 mailboxes,
@@ -98,8 +100,11 @@ impl Engine {
                 lock: parking_lot::Mutex::new(Some(lock)),
                 clock: EngineClock(clock),
                 next_timer_core: std::sync::atomic::AtomicUsize::new(0),
+                fork_keeper: std::sync::OnceLock::new(),
             }),
-        })
+        };
+        crate::fork_keeper::attach(&engine.inner);
+        Ok(engine)
     }
 
     /// The configuration the engine was opened with.
@@ -168,7 +173,7 @@ impl Engine {
 
     /// The records of a multi-record create or append: at most
     /// `max_batch_items` of them, `max_payload_bytes` in all.
-    fn check_records(&self, first: Option<&Bytes>, more: &[Bytes]) -> Result<()> {
+    pub(crate) fn check_records(&self, first: Option<&Bytes>, more: &[Bytes]) -> Result<()> {
         let limit = self.inner.config.limits.max_batch_items;
         let count = usize::from(first.is_some()) + more.len();
         if count > limit {
@@ -471,7 +476,10 @@ impl Engine {
     pub async fn delete(&self, id: impl Borrow<StreamId>) -> Result<()> {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
-        self.call(placement, calls::Delete(id)).await
+        self.call(placement, calls::Delete(id)).await?;
+        // A deleted fork owes its source an unpin.
+        self.kick_fork_keeper();
+        Ok(())
     }
 
     /// Replaces a stream's attributes (a JSON object of at most 16 KiB).

@@ -30,6 +30,8 @@ mod admin;
 mod config;
 pub mod consumer;
 mod engine;
+mod fork;
+mod fork_keeper;
 mod metrics;
 mod queues;
 mod retention;
@@ -44,6 +46,7 @@ pub mod server;
 pub use admin::PurgeReport;
 pub use config::{online_cpus, Config, DEFAULT_GROUPS, DEFAULT_IO_MEMORY_BYTES};
 pub use engine::Engine;
+pub use fork::MAX_FORK_COPY_BYTES;
 pub use metrics::MetricsSnapshot;
 pub use rill_shard::CheckpointConfig;
 pub use rill_shard::ColdConfig;
@@ -53,10 +56,11 @@ pub use subscribe::{Subscribe, Subscription};
 
 pub use rill_shard::api::{
     AcquireLease, AppSnapshot, Append, AppendBatch, AppendReply, Backlog, BatchReply, BootstrapReply, Close,
-    CloseReply, Create, CreateReply, Delivery, GroupSnapshot, HeadReply, Heartbeat, Lease, Membership,
-    ProducerArgs, PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, Reclaimed, Record, RecordMeta,
-    RecordsReply, RetentionPolicy, SnapshotReply, Start, DEFAULT_CONTENT_TYPE, DEFAULT_READ_MAX_LEN,
-    MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL, MAX_RECEIVE_MESSAGES, MAX_RETENTION_AGE,
+    CloseReply, Create, CreateReply, Delivery, Fork, ForkPoint, GroupSnapshot, HeadReply, Heartbeat, Lease,
+    Membership, ProducerArgs, PublishSnapshot, QueuePolicy, Read, ReadReply, Receive, Reclaimed, Record,
+    RecordMeta, RecordsReply, RetentionPolicy, SnapshotReply, Start, DEFAULT_CONTENT_TYPE,
+    DEFAULT_READ_MAX_LEN, MAX_ATTRS_BYTES, MAX_CONSUMER_NAME_LEN, MAX_LEASE_TTL, MAX_RECEIVE_MESSAGES,
+    MAX_RETENTION_AGE,
 };
 pub use rill_shard::{placement_hash, MAX_NAME_LEN};
 pub use rill_shard::{record_digest, Integrity, SetSum};

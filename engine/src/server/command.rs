@@ -57,6 +57,9 @@ pub struct CreateCmd {
     pub fork: Option<ForkSpec>,
     /// The content type is JSON (JSON mode).
     pub json: bool,
+    /// The request named a `Content-Type` (a fork without one inherits
+    /// its source's).
+    pub content_type_named: bool,
 }
 
 /// The fork headers of a `PUT`.
@@ -198,7 +201,9 @@ fn stream_seq(headers: &HeaderMap) -> Result<Option<String>, Failure> {
 }
 
 fn map_put(id: StreamId, headers: &HeaderMap, body: Bytes) -> Result<CreateCmd, Failure> {
-    let ct = content_type(headers)?.unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_string());
+    let named = content_type(headers)?;
+    let content_type_named = named.is_some();
+    let ct = named.unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_string());
     let ttl = header(headers, h::STREAM_TTL)?;
     let expires = header(headers, h::STREAM_EXPIRES_AT)?;
     if ttl.is_some() && expires.is_some() {
@@ -223,7 +228,7 @@ fn map_put(id: StreamId, headers: &HeaderMap, body: Bytes) -> Result<CreateCmd, 
             if json { json::split_messages(&body, true).map_err(Failure::bad_request)? } else { vec![body] };
         create = create.initial_records(records);
     }
-    Ok(CreateCmd { create, fork, json })
+    Ok(CreateCmd { create, fork, json, content_type_named })
 }
 
 fn fork_spec(headers: &HeaderMap) -> Result<Option<ForkSpec>, Failure> {

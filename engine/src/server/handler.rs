@@ -20,7 +20,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::command::{map_request, AppendCmd, Command, CreateCmd, Live, ReadCmd};
+use super::command::{map_request, AppendCmd, Command, CreateCmd, ForkSpec, Live, ReadCmd};
 use super::headers as h;
 use super::json;
 use super::observe;
@@ -29,7 +29,7 @@ use super::respond::{failure, Body, Reply};
 use super::sse;
 use super::state::Ctx;
 use super::status::Failure;
-use crate::{Close, HeadReply, Read, StreamId};
+use crate::{Close, Fork, ForkPoint, HeadReply, Read, StreamId};
 
 /// Serves one request.
 pub(crate) async fn handle(ctx: Rc<Ctx>, req: Request<Incoming>) -> Response<Body> {
@@ -102,14 +102,14 @@ fn own_small(body: Bytes) -> Bytes {
 }
 
 async fn create(ctx: &Ctx, cmd: CreateCmd, location: &str) -> Result<Response<Body>, Failure> {
-    if cmd.fork.is_some() {
-        return Err(Failure::not_implemented(
-            "forks (Stream-Forked-From) need the engine's cross-group fork support, which this version lacks",
-        ));
-    }
-    let content_type = cmd.create.effective_content_type().to_string();
     let closed = cmd.create.closed;
-    let reply = ctx.engine.create(cmd.create).await?;
+    let (reply, content_type) = match cmd.fork {
+        Some(spec) => fork(ctx, cmd.create, spec, cmd.content_type_named).await?,
+        None => {
+            let content_type = cmd.create.effective_content_type().to_string();
+            (ctx.engine.create(cmd.create).await.map_err(put_failure)?, content_type)
+        }
+    };
     let status = if reply.already_exists { StatusCode::OK } else { StatusCode::CREATED };
     Ok(Reply::new(status)
         .content_type(&content_type)
@@ -117,6 +117,53 @@ async fn create(ctx: &Ctx, cmd: CreateCmd, location: &str) -> Result<Response<Bo
         .header_if(!reply.already_exists, LOCATION.as_str(), location)
         .header_if(closed, h::STREAM_CLOSED, "true")
         .build())
+}
+
+/// A `PUT` answers 409 for a soft-deleted name (the protocol's "in use"),
+/// where other methods answer 410.
+fn put_failure(err: crate::Error) -> Failure {
+    let mut failure = Failure::from(&err);
+    if err.code() == crate::ErrorCode::StreamGone {
+        failure.status = StatusCode::CONFLICT;
+    }
+    failure
+}
+
+/// A `PUT` with `Stream-Forked-From` (SPEC §2 "Forks"). The sub-offset
+/// counts bytes into the message at the fork offset, or messages from it
+/// in JSON mode; a fork that names no content type takes its source's, and
+/// its initial body is split into messages when that type is JSON.
+async fn fork(
+    ctx: &Ctx,
+    mut create: crate::Create,
+    spec: ForkSpec,
+    content_type_named: bool,
+) -> Result<(crate::CreateReply, String), Failure> {
+    let source = ctx.engine.head(&spec.source).await.map_err(put_failure)?;
+    if !content_type_named {
+        create.content_type = None;
+        if json::is_json(&source.content_type) {
+            if let Some(body) = create.initial_payload.take() {
+                let records = json::split_messages(&body, true).map_err(Failure::bad_request)?;
+                create = create.initial_records(records);
+            }
+        }
+    }
+    let json_mode = json::is_json(create.content_type.as_deref().unwrap_or(&source.content_type));
+    let point = match spec.offset {
+        None => ForkPoint::Tail,
+        Some(offset) => {
+            let offset = resolve(offset, &source);
+            match spec.sub_offset {
+                0 => ForkPoint::Offset(offset),
+                n if json_mode => ForkPoint::Records { offset, count: n },
+                n => ForkPoint::IntoRecord { offset, bytes: n },
+            }
+        }
+    };
+    let content_type = create.content_type.clone().unwrap_or_else(|| source.content_type.clone());
+    let reply = ctx.engine.fork(Fork::new(create, spec.source).at(point)).await.map_err(put_failure)?;
+    Ok((reply, content_type))
 }
 
 async fn append(ctx: &Ctx, cmd: AppendCmd) -> Result<Response<Body>, Failure> {

@@ -99,7 +99,7 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::BadRequest
         | ErrorCode::OffsetOutOfRange => StatusCode::BAD_REQUEST,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorCode::OffsetGone => StatusCode::GONE,
+        ErrorCode::OffsetGone | ErrorCode::StreamGone => StatusCode::GONE,
         ErrorCode::TooManyStreams => StatusCode::INSUFFICIENT_STORAGE,
         // A full core queue: this client is sending faster than the core
         // drains; the rest are engine-wide pressure.

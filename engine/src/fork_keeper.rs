@@ -1,0 +1,127 @@
+//! The fork keeper: delivers what groups owe each other for forks (the
+//! outbox of ARCHITECTURE.md "Forks across groups").
+//!
+//! A group's outbox holds a pin request from a fork's creation until the
+//! source answered, and an unpin from a fork's removal (delete, expiry,
+//! purge, or a soft-deleted fork's last pin going) until the source logged
+//! it. [`Engine::fork`] delivers its own pin; everything else, and anything
+//! a crash or shutdown interrupted, is the keeper's: one thread per engine
+//! that wakes on a kick (after a delete) or every [`KEEPER_INTERVAL`],
+//! looks at each group's outbox gauge, and for a group that owes something
+//! reads the outbox, waits until the group's log is durable up to it (so
+//! nothing is sent for a removal a crash could still undo), and delivers
+//! each entry: the source's group logs the pin or unpin, then the fork's
+//! group logs the answer. Every step is idempotent by the fork's token, so
+//! delivering twice is harmless.
+//!
+//! The keeper holds the engine weakly: it never keeps an engine open, and
+//! it stops when the engine is shut down or dropped.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use rill_shard::api::ForkOwed;
+use rill_shard::node::calls;
+use rill_shard::{Placement, Result};
+
+use crate::engine::{Engine, Inner};
+
+/// How often the keeper looks at the outbox gauges without a kick.
+pub(crate) const KEEPER_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Wakes the keeper thread.
+#[derive(Debug)]
+pub(crate) struct Kicker(SyncSender<()>);
+
+impl Kicker {
+    /// Asks for a round now (a full kick queue already asks).
+    pub(crate) fn kick(&self) {
+        let _ = self.0.try_send(());
+    }
+}
+
+/// Starts the keeper of the engine behind `weak`; the kicker wakes it, and
+/// dropping the kicker (with the engine) ends it.
+pub(crate) fn start(weak: Weak<Inner>) -> std::io::Result<Kicker> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    std::thread::Builder::new().name("rill-fork-keeper".into()).spawn(move || loop {
+        match rx.recv_timeout(KEEPER_INTERVAL) {
+            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let engine = Engine { inner };
+        if let Err(e) = futures::executor::block_on(engine.keep_forks()) {
+            tracing::debug!(error = %e, "fork keeper round failed; the next round retries");
+        }
+        drop(engine);
+    })?;
+    Ok(Kicker(tx))
+}
+
+impl Engine {
+    /// One keeper round: every group whose outbox gauge is above zero.
+    pub(crate) async fn keep_forks(&self) -> Result<()> {
+        let owing: Vec<u32> = self
+            .group_metrics()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.fork_outbox.load(Ordering::Relaxed) > 0)
+            .map(|(group, _)| group as u32)
+            .collect();
+        for group in owing {
+            let placement = Placement { core: self.core_of_group(group), group };
+            let owed = self.call(placement, calls::ForkOutbox).await?;
+            if owed.is_empty() {
+                continue;
+            }
+            self.call(placement, calls::Barrier).await?;
+            for entry in owed {
+                self.deliver(entry).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers one outbox entry and logs its answer on the fork's group.
+    pub(crate) async fn deliver(&self, entry: ForkOwed) -> Result<()> {
+        match entry {
+            ForkOwed::Pin { fork, token, source, source_incarnation } => {
+                let pin =
+                    calls::ForkPin { source: source.clone(), source_incarnation, token, fork: fork.clone() };
+                let pinned = self.call(self.locate(&source), pin).await?;
+                self.call(self.locate(&fork), calls::ForkPinAck { fork, token, pinned }).await?;
+            }
+            ForkOwed::Unpin { fork, token, source } => {
+                let unpin = calls::ForkUnpin { source: source.clone(), token, fork: fork.clone() };
+                self.call(self.locate(&source), unpin).await?;
+                self.call(self.locate(&fork), calls::ForkOutboxDone { fork, token }).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wakes the keeper (a removal may have left an unpin to deliver).
+    pub(crate) fn kick_fork_keeper(&self) {
+        if let Some(kicker) = self.inner.fork_keeper.get() {
+            kicker.kick();
+        }
+    }
+}
+
+/// Starts the keeper for a freshly opened engine.
+pub(crate) fn attach(inner: &Arc<Inner>) {
+    match start(Arc::downgrade(inner)) {
+        Ok(kicker) => {
+            let _ = inner.fork_keeper.set(kicker);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not start the fork keeper; fork pins wait for the next open")
+        }
+    }
+}
