@@ -125,3 +125,112 @@ pub(crate) fn attach(inner: &Arc<Inner>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The keeper's half of a fork, driven by hand: a fork whose creation
+    //! stopped after its own group logged it (as a crash between the steps
+    //! of [`Engine::fork`] leaves it) is pinned by the keeper, or removed
+    //! when its source refuses the pin, across a restart too.
+
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use futures::executor::block_on;
+    use rill_shard::api::{Append, Create, ForkPoint};
+    use rill_shard::node::calls;
+    use rill_shard::{ErrorCode, StreamId};
+
+    use crate::{Config, Engine};
+
+    fn id(name: &str) -> StreamId {
+        StreamId::new("k", name).unwrap()
+    }
+
+    /// Logs step 3 of a fork (the fork with its copy) and nothing else.
+    async fn half_fork(e: &Engine, fork: &str, source: &str, incarnation: u64) {
+        let made = calls::ForkCreate {
+            create: Create::new(id(fork)).content_type("text/plain"),
+            start: 0,
+            inherited: vec![Bytes::from_static(b"abc")],
+            source: id(source),
+            source_incarnation: incarnation,
+            token: 42,
+            point: ForkPoint::Tail,
+            end: 3,
+        };
+        e.call(e.locate(&id(fork)), made).await.unwrap();
+    }
+
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} never happened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Entries owed by every group, asked of the groups themselves (the
+    /// gauges are set only once a core has started its groups).
+    fn owed(e: &Engine) -> usize {
+        block_on(async {
+            let mut owed = 0;
+            for group in 0..e.groups() {
+                let placement = rill_shard::Placement { core: e.core_of_group(group), group };
+                owed += e.call(placement, calls::ForkOutbox).await.unwrap().len();
+            }
+            owed
+        })
+    }
+
+    #[test]
+    fn an_interrupted_fork_is_pinned_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = || Config::new(dir.path()).cores(2).groups(4);
+        let e = Engine::open(config()).unwrap();
+        let incarnation = block_on(async {
+            e.create(Create::new(id("src")).content_type("text/plain")).await.unwrap();
+            e.append(Append::new(id("src"), &b"abc"[..])).await.unwrap();
+            let info = e.call(e.locate(&id("src")), calls::ForkSource(id("src"))).await.unwrap();
+            half_fork(&e, "fork", "src", info.incarnation).await;
+            info.incarnation
+        });
+        assert!(incarnation > 0);
+        // Whether or not the keeper delivered the pin before the shutdown,
+        // the reopened engine must end with the source pinned.
+        block_on(e.shutdown()).unwrap();
+        drop(e);
+        let e = Engine::open(config()).unwrap();
+        until("the pin's delivery", || owed(&e) == 0);
+        block_on(async {
+            e.delete(&id("src")).await.unwrap();
+            assert_eq!(e.head(&id("src")).await.unwrap_err().code(), ErrorCode::StreamGone);
+            let read = e.read(rill_shard::api::Read::new(id("fork"))).await.unwrap();
+            assert_eq!(&read.payload[..], b"abc");
+            e.delete(&id("fork")).await.unwrap();
+        });
+        until("the source's release", || {
+            block_on(e.head(&id("src"))).err().map(|e| e.code()) == Some(ErrorCode::StreamNotFound)
+        });
+    }
+
+    #[test]
+    fn a_refused_pin_removes_the_fork() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::open(Config::new(dir.path()).cores(2).groups(4)).unwrap();
+        block_on(async {
+            e.create(Create::new(id("src")).content_type("text/plain")).await.unwrap();
+            // An incarnation the source never had: as if it was re-created
+            // while the fork copied it.
+            half_fork(&e, "fork", "src", 999_999).await;
+        });
+        until("the fork's removal", || {
+            block_on(e.head(&id("fork"))).err().map(|e| e.code()) == Some(ErrorCode::StreamNotFound)
+        });
+        assert_eq!(owed(&e), 0);
+        block_on(async {
+            e.delete(&id("src")).await.unwrap();
+            assert_eq!(e.head(&id("src")).await.unwrap_err().code(), ErrorCode::StreamNotFound);
+        });
+    }
+}

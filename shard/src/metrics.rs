@@ -84,6 +84,7 @@ impl GroupMetrics {
             flushed_chunks: self.flushed_chunks.load(Relaxed),
             flushed_bytes: self.flushed_bytes.load(Relaxed),
             gc_entries: self.gc_entries.load(Relaxed),
+            fork_outbox: self.fork_outbox.load(Relaxed),
         }
     }
 }
@@ -325,6 +326,8 @@ pub struct GroupMetricsSnapshot {
     pub flushed_bytes: u64,
     /// Reclamation entries whose files were removed.
     pub gc_entries: u64,
+    /// Fork messages the group owes other groups, not yet delivered.
+    pub fork_outbox: u64,
 }
 
 /// A point-in-time copy of one core's metrics.

@@ -79,6 +79,13 @@ pub(crate) fn render(engine: &Engine, stats: &HttpStats) -> String {
     );
     counter(&mut out, "rill_hot_bytes", "Bytes not yet flushed to cold packs.", "gauge", m.hot_bytes);
     counter(&mut out, "rill_streams", "Streams stored.", "gauge", m.streams);
+    counter(
+        &mut out,
+        "rill_fork_outbox",
+        "Fork pins and unpins owed between groups, not yet delivered.",
+        "gauge",
+        m.groups.iter().map(|g| g.fork_outbox).sum(),
+    );
     let _ = writeln!(out, "# HELP rill_core_routed_requests_total Requests routed, per core.\n# TYPE rill_core_routed_requests_total counter");
     for c in &m.cores {
         let _ = writeln!(out, "rill_core_routed_requests_total{{core=\"{}\"}} {}", c.core, c.routed_requests);
