@@ -386,16 +386,6 @@ fn names_paths_and_methods() {
 }
 
 #[test]
-fn forks_are_refused_until_the_engine_has_them() {
-    let s = start();
-    s.create_text("/v1/stream/src", b"x");
-    let r = s.put("/v1/stream/fork", &[TEXT, ("stream-forked-from", "/v1/stream/src")], b"");
-    assert_eq!(r.status, 501);
-    assert!(r.text().contains("fork"), "{}", r.text());
-    assert_eq!(s.get("/v1/stream/fork").status, 404);
-}
-
-#[test]
 fn health_and_metrics() {
     let s = start();
     let h = s.get("/health");
