@@ -70,6 +70,9 @@ pub(crate) struct Inner {
     pub(crate) next_timer_core: std::sync::atomic::AtomicUsize,
     /// Wakes the fork keeper (`fork_keeper.rs`), set right after open.
     pub(crate) fork_keeper: std::sync::OnceLock<crate::fork_keeper::Kicker>,
+    /// Held while a fork's pin is delivered (by `Engine::fork` or the
+    /// keeper), so an unpin never overtakes its pin (`fork.rs`).
+    pub(crate) fork_pins: futures::lock::Mutex<()>,
 }
 
 impl Engine {
@@ -101,6 +104,7 @@ impl Engine {
                 clock: EngineClock(clock),
                 next_timer_core: std::sync::atomic::AtomicUsize::new(0),
                 fork_keeper: std::sync::OnceLock::new(),
+                fork_pins: futures::lock::Mutex::new(()),
             }),
         };
         crate::fork_keeper::attach(&engine.inner);

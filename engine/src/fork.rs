@@ -32,7 +32,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use rill_shard::api::{CreateReply, Fork, ForkPoint, ForkSourceInfo, Read};
+use rill_shard::api::{CreateReply, Fork, ForkOwed, ForkPoint, ForkSourceInfo, Read};
 use rill_shard::node::calls;
 use rill_shard::{Error, ErrorKind, Result, StreamId};
 
@@ -100,24 +100,45 @@ impl Engine {
         if reply.already_exists {
             return Ok(reply);
         }
-        let pin = calls::ForkPin {
-            source: source.clone(),
-            source_incarnation: info.incarnation,
-            token,
-            fork: fork_id.clone(),
+        // Steps 4 and 5 under the engine's pin lock, which the keeper's
+        // deliveries hold too, and only while the fork still owes its pin:
+        // a fork deleted meanwhile owes an unpin instead, and that unpin
+        // must reach the source after any pin (else the pin would outlive
+        // the fork and the source's name would never be released).
+        let pinned = {
+            let _held = self.inner.fork_pins.lock().await;
+            let owed = self.call(self.locate(&fork_id), calls::ForkOutbox).await?;
+            let owes_pin = owed.iter().any(
+                |o| matches!(o, ForkOwed::Pin { fork, token: t, .. } if *fork == fork_id && *t == token),
+            );
+            if owes_pin {
+                let pin = calls::ForkPin {
+                    source: source.clone(),
+                    source_incarnation: info.incarnation,
+                    token,
+                    fork: fork_id.clone(),
+                };
+                let pinned = self.call(self.locate(&source), pin).await?;
+                let ack = calls::ForkPinAck { fork: fork_id.clone(), token, pinned };
+                self.call(self.locate(&fork_id), ack).await?;
+                pinned
+            } else {
+                // The keeper answered the pin already, or the fork is gone:
+                // a fork that still stands was pinned.
+                self.head(&fork_id).await.is_ok()
+            }
         };
-        let pinned = self.call(self.locate(&source), pin).await?;
-        let ack = calls::ForkPinAck { fork: fork_id.clone(), token, pinned };
-        self.call(self.locate(&fork_id), ack).await?;
         if pinned {
             return Ok(reply);
         }
-        // The source went away (or was re-created) while the fork was made.
+        // The source went away (or was re-created) while the fork was made,
+        // or the fork was deleted meanwhile.
         match self.call(self.locate(&source), calls::ForkSource(source.clone())).await {
             Err(e) => Err(e),
-            Ok(_) => {
+            Ok(found) if found.incarnation != info.incarnation => {
                 Err(Error::new(ErrorKind::StreamConflict { field: "source (re-created during the fork)" }))
             }
+            Ok(_) => Ok(reply),
         }
     }
 
@@ -167,13 +188,21 @@ impl Engine {
             let first = reply.offset;
             if first > at {
                 // The first retained record straddles the retained start:
-                // its retained part is a record of the copy.
-                let part =
-                    self.read(Read::new(source.clone()).offset(at).max_len((first - at) as usize)).await?;
-                if part.offset != at || part.next_offset != first {
-                    return Err(changed(source));
+                // its retained part is a record of the copy, read in pieces
+                // of at most `limit` bytes (a byte read stops there).
+                let mut part = bytes::BytesMut::new();
+                let mut from = at;
+                while from < first {
+                    let piece = self
+                        .read(Read::new(source.clone()).offset(from).max_len((first - from) as usize))
+                        .await?;
+                    if piece.offset != from || piece.payload.is_empty() || piece.next_offset > first {
+                        return Err(changed(source));
+                    }
+                    part.extend_from_slice(&piece.payload);
+                    from = piece.next_offset;
                 }
-                records.push((at, part.payload));
+                records.push((at, part.freeze()));
             }
             if reply.payload.is_empty() {
                 break;
@@ -230,13 +259,16 @@ impl Engine {
                 offset + record.len() as u64
             }
         };
+        // Copied out of what the reads returned: a read of cold bytes is a
+        // view of the source's memory-mapped pack file, which the fork must
+        // not keep alive (or reachable) once its source's bucket lets it go.
         let mut inherited = Vec::with_capacity(records.len());
         for (offset, record) in records {
             if offset >= end {
                 break;
             }
             let len = (end - offset).min(record.len() as u64) as usize;
-            inherited.push(record.slice(..len));
+            inherited.push(Bytes::copy_from_slice(&record[..len]));
         }
         Ok((start, inherited, end))
     }

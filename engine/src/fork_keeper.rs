@@ -76,6 +76,10 @@ impl Engine {
             .collect();
         for group in owing {
             let placement = Placement { core: self.core_of_group(group), group };
+            // The outbox is read and delivered under the pin lock (see
+            // `Engine::fork`): an unpin read here was owed after any pin
+            // a fork call could still send.
+            let _held = self.inner.fork_pins.lock().await;
             let owed = self.call(placement, calls::ForkOutbox).await?;
             if owed.is_empty() {
                 continue;

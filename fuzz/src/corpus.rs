@@ -4,7 +4,9 @@
 //! [`seeds`] generates, deterministically, a few dozen inputs per target:
 //! valid encodings made by the real encoders (headers, records, segments,
 //! group snapshots, commands, shape files), their truncations, and bit
-//! flips. The output is committed under `fuzz/corpus/<target>/` (the test
+//! flips. The commands cover every operation, forks included, and one
+//! snapshot seed holds a fork book of every kind of entry. The output is
+//! committed under `fuzz/corpus/<target>/` (the test
 //! `fuzz/tests/decoders.rs` checks that it is current and rewrites it when
 //! `RILL_FUZZ_WRITE_CORPUS=1`), so libFuzzer starts from it and every input
 //! ever found to crash a target can be added next to it by hand. [`mutate`]
@@ -13,11 +15,12 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot};
+use rill_shard::state::api::{Append, AppendBatch, Close, Create, ForkPoint, ProducerArgs, PublishSnapshot};
 use rill_shard::state::command::{
-    Command, CompactCommit, FlushCommit, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat,
-    MemberLeave, OffsetCommit, Op, PackCommit, QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle,
-    Reclaim, RecordSpan, RetentionSet, SliceCommit,
+    Command, CompactCommit, FlushCommit, ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck,
+    ForkUnpin, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op,
+    PackCommit, QueueDeadLetters, QueuePolicySet, QueueReceive, QueueSettle, Reclaim, RecordSpan,
+    RetentionSet, SliceCommit,
 };
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
@@ -25,7 +28,7 @@ use rill_shard::StreamId;
 
 use crate::cursor::Cursor;
 use crate::rng::Rng;
-use crate::targets::{built_state, unbounded_limits};
+use crate::targets::{apply_limits, built_state, unbounded_limits};
 
 /// One generated corpus file.
 #[derive(Clone, Debug)]
@@ -89,7 +92,9 @@ fn id(bucket: &str, stream: &str) -> StreamId {
     StreamId::new(bucket, stream).expect("valid name")
 }
 
-/// Commands covering every operation, with and without optional fields.
+/// Commands covering every operation, with and without optional fields;
+/// the fork commands ([`fork_commands`]) come last, made from the state the
+/// others build under [`apply_limits`] (as `command_apply` replays them).
 pub fn sample_commands() -> Vec<Command> {
     let a = id("a", "x");
     let b = id("b", "long-stream-name");
@@ -217,7 +222,97 @@ pub fn sample_commands() -> Vec<Command> {
         Op::SetRetention(RetentionSet { id: a.clone(), consumed: false, max_age_ms: None }),
         Op::Reclaim(Reclaim { id: a.clone(), aged_to: 5 }),
     ];
-    ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect()
+    let mut commands: Vec<Command> =
+        ops.into_iter().enumerate().map(|(i, op)| Command { now_ms: 1_000 + i as u64 * 977, op }).collect();
+    let mut state = GroupState::new(0, 1, apply_limits());
+    for cmd in &commands {
+        state.apply(cmd, &mut Vec::new());
+    }
+    let now = commands.last().map_or(0, |cmd| cmd.now_ms) + 977;
+    commands.extend(fork_commands(&mut state, now));
+    commands
+}
+
+/// A fork `name` of `source` (both in bucket `c`), as the engine makes it
+/// from `state`: the source's incarnation and a copy of its records from
+/// its retained start up to `end` (the last one cut there), then `own`.
+fn fork_of(
+    state: &GroupState,
+    now: u64,
+    (name, source): (&str, &str),
+    token: u64,
+    (point, end): (ForkPoint, u64),
+    own: Option<&'static [u8]>,
+) -> Op {
+    let (fork, source) = (id("c", name), id("c", source));
+    let info = state.fork_source(&source, now).expect("the corpus forks a live source");
+    let start = info.head.retained_offset;
+    let inherited = state
+        .stream(&source)
+        .expect("a live source is stored")
+        .records()
+        .filter(|(at, _)| (start..end).contains(at))
+        .map(|(at, record)| record.slice(..record.len().min((end - at) as usize)))
+        .collect();
+    let mut create = Create::new(fork).content_type(info.head.content_type.as_str());
+    create.initial_payload = own.map(Bytes::from_static);
+    let origin = ForkOrigin { source, source_incarnation: info.incarnation, token, point, end };
+    Op::ForkCreate(Box::new(ForkCreate { create: create.into(), more: Vec::new(), start, inherited, origin }))
+}
+
+/// Fork commands (SPEC §2 "Forks") on streams of bucket `c`, each made from
+/// `state` as it stands and applied to it, from `now` on: c/src forked
+/// into c/f1 (pinned, acknowledged), c/f1 into c/f2 (a fork of a fork,
+/// whose pin names another incarnation and is refused, which removes it),
+/// c/src into c/f3 (its pin never sent); c/src deleted while f1 pins it (a
+/// tombstone); c/f1 into c/f4, pinned, then f4 deleted and its unpin
+/// delivered; then f1 deleted, its unpin left owed. The state ends with a
+/// tombstone, an unpinned origin, an owed pin and an owed unpin.
+pub fn fork_commands(state: &mut GroupState, mut now: u64) -> Vec<Command> {
+    type Step = fn(&GroupState, u64) -> Op;
+    fn pin(state: &GroupState, (source, fork): (&str, &str), token: u64, other_incarnation: bool) -> Op {
+        let incarnation = state.stream(&id("c", source)).expect("a stored source").incarnation();
+        let source_incarnation = incarnation + u64::from(other_incarnation);
+        Op::ForkPin(ForkPin { source: id("c", source), source_incarnation, token, fork: id("c", fork) })
+    }
+    let steps: [Step; 18] = [
+        |_, _| {
+            let records = ["one", "two", "three"].map(|r| Bytes::from_static(r.as_bytes())).to_vec();
+            Op::from(Create::new(id("c", "src")).content_type("text/plain").initial_records(records))
+        },
+        |state, now| {
+            let point = ForkPoint::IntoRecord { offset: 3, bytes: 2 };
+            fork_of(state, now, ("f1", "src"), 1, (point, 5), Some(b"+1"))
+        },
+        |state, _| pin(state, ("src", "f1"), 1, false),
+        |_, _| Op::ForkPinAck(ForkPinAck { fork: id("c", "f1"), token: 1, pinned: true }),
+        |state, now| fork_of(state, now, ("f2", "f1"), 2, (ForkPoint::Tail, 7), None),
+        |state, _| pin(state, ("f1", "f2"), 2, true),
+        |_, _| Op::ForkPinAck(ForkPinAck { fork: id("c", "f2"), token: 2, pinned: false }),
+        |state, now| {
+            let point = ForkPoint::Records { offset: 0, count: 2 };
+            fork_of(state, now, ("f3", "src"), 3, (point, 6), None)
+        },
+        |_, _| Op::Delete(id("c", "src")),
+        |state, now| fork_of(state, now, ("f4", "f1"), 4, (ForkPoint::Offset(3), 3), Some(b"+4")),
+        |state, _| pin(state, ("f1", "f4"), 4, false),
+        |_, _| Op::ForkPinAck(ForkPinAck { fork: id("c", "f4"), token: 4, pinned: true }),
+        |_, _| Op::Delete(id("c", "f4")),
+        |_, _| Op::ForkUnpin(ForkUnpin { source: id("c", "f1"), token: 4, fork: id("c", "f4") }),
+        |_, _| Op::ForkOutboxDone(ForkOutboxDone { fork: id("c", "f4"), token: 4 }),
+        |_, _| Op::Delete(id("c", "f1")),
+        // Re-sent: an acknowledgement and an unpin already done (no-ops).
+        |_, _| Op::ForkPinAck(ForkPinAck { fork: id("c", "f1"), token: 1, pinned: true }),
+        |_, _| Op::ForkUnpin(ForkUnpin { source: id("c", "f1"), token: 4, fork: id("c", "f4") }),
+    ];
+    let mut out = Vec::new();
+    for step in steps {
+        let cmd = Command { now_ms: now, op: step(state, now) };
+        state.apply(&cmd, &mut Vec::new());
+        out.push(cmd);
+        now += 977;
+    }
+    out
 }
 
 /// A segment holding `commands` in flushes of `per_flush` records.
@@ -322,6 +417,14 @@ pub fn seeds() -> Vec<Seed> {
         input.extend(body);
         out.add_damaged("group_snapshot_body", &format!("state{i}"), input, 3);
     }
+    let mut forked = GroupState::new(0, 1, unbounded_limits());
+    fork_commands(&mut forked, 1_000);
+    let bytes = forked.encode_snapshot();
+    let mut input = vec![0, 0];
+    input.extend((forked.commit_index() as u16).to_le_bytes());
+    input.extend(&bytes[30..bytes.len() - 32]);
+    out.add_damaged("group_snapshot", "forks", bytes, 2);
+    out.add_damaged("group_snapshot_body", "forks", input, 3);
     let empty = GroupState::new(2, 5, unbounded_limits()).encode_snapshot();
     out.add("group_snapshot", "empty", empty);
 

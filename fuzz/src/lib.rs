@@ -2,7 +2,8 @@
 //!
 //! * The reference model of a group: [`model::Model`] is a small,
 //!   obviously-correct restatement of SPEC §2 for one group (handlers in
-//!   `model/ops.rs`, shared rules in `model/rules.rs`, the cold tier in `model/cold.rs`); [`observe`] reduces
+//!   `model/ops.rs`, shared rules in `model/rules.rs`, the cold tier in `model/cold.rs`, forks in
+//!   `model/forks.rs`); [`observe`] reduces
 //!   the real state machine's answers to the model's vocabulary so the two
 //!   can be compared step by step. The model owns no invariant of the
 //!   engine: it is an oracle, kept independent of `rill_shard::state::group` on

@@ -183,6 +183,27 @@ pub enum Outcome {
         aged_bytes: u64,
         commit_index: u64,
     },
+    /// A source's group answered a fork's pin.
+    ForkPinned {
+        pinned: bool,
+        commit_index: u64,
+    },
+    /// A fork's group logged its pin's answer; `removed` when a refused
+    /// pin removed the fork.
+    ForkPinAcked {
+        removed: bool,
+        commit_index: u64,
+    },
+    /// A source's group dropped a fork's pin (`released` false when it
+    /// held none).
+    ForkUnpinned {
+        released: bool,
+        commit_index: u64,
+    },
+    /// A fork's group dropped a delivered unpin from its outbox.
+    ForkOutboxDone {
+        commit_index: u64,
+    },
 }
 
 /// Everything a command's application shows to the outside.
@@ -268,6 +289,18 @@ pub fn observe(applied: &Applied, effects: Vec<Effect>) -> Observed {
                 aged_bytes: reclaimed.aged_bytes,
                 commit_index: *commit_index,
             },
+            Response::ForkPinned { pinned, commit_index } => {
+                Outcome::ForkPinned { pinned: *pinned, commit_index: *commit_index }
+            }
+            Response::ForkPinAcked { removed, commit_index } => {
+                Outcome::ForkPinAcked { removed: *removed, commit_index: *commit_index }
+            }
+            Response::ForkUnpinned { released, commit_index } => {
+                Outcome::ForkUnpinned { released: *released, commit_index: *commit_index }
+            }
+            Response::ForkOutboxDone { commit_index } => {
+                Outcome::ForkOutboxDone { commit_index: *commit_index }
+            }
         }),
     };
     Observed { result, mutated: applied.mutated, effects }

@@ -17,8 +17,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rill_shard::state::api::{Append, AppendBatch, Create, PublishSnapshot, Receive};
-use rill_shard::state::command::{Command, Op, QueueSettle, RetentionSet};
+use rill_shard::state::api::{Append, AppendBatch, Create, ForkPoint, PublishSnapshot, Receive};
+use rill_shard::state::command::{
+    self, Command, ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck, ForkUnpin, Op, QueueSettle,
+    Response, RetentionSet,
+};
 use rill_shard::state::group::{GroupLimits, GroupState, HotOnly};
 use rill_shard::wal::format::{
     decode_record_at, encode_record, next_block, pad_to_block, RecordAt, RecordKind, RecordRef,
@@ -351,7 +354,86 @@ pub fn built_state(c: &mut Cursor<'_>, group: u32, group_count: u32) -> GroupSta
             }
         }
     }
+    built_forks(c, &mut state, now);
     state
+}
+
+/// Forks added to a built state (SPEC §2 "Forks"), so its snapshot holds a
+/// fork book: up to two forks `f/0` and `f/1`, each of `a/x`, `a/y` or
+/// `f/0` (a fork of a fork), copied as the engine would (the source's hot
+/// records from the first, the last one maybe cut); then the source's pin
+/// granted, refused (another incarnation) or not yet sent, its answer
+/// acknowledged or still owed; then maybe the source deleted (a tombstone
+/// while pinned) or the fork (an unpin owed, sometimes delivered).
+fn built_forks(c: &mut Cursor<'_>, state: &mut GroupState, now: u64) {
+    let apply = |state: &mut GroupState, op| state.apply(&Command { now_ms: now, op }, &mut Vec::new());
+    for (n, token) in [("0", 1u64), ("1", 2)] {
+        if !c.bool() {
+            continue;
+        }
+        let source = match c.below(3) {
+            0 => StreamId::new("a", "x"),
+            1 => StreamId::new("a", "y"),
+            _ => StreamId::new("f", "0"),
+        }
+        .expect("valid");
+        let fork = StreamId::new("f", n).expect("valid");
+        let Ok(info) = state.fork_source(&source, now) else { continue };
+        let Some(stream) = state.stream(&source) else { continue };
+        let hot: Vec<(u64, Bytes)> = stream.records().cloned().collect();
+        let start = hot.first().map_or(info.head.tail_offset, |(at, _)| *at);
+        let kept = c.below(hot.len() + 1);
+        let mut inherited: Vec<Bytes> = hot[..kept].iter().map(|(_, r)| r.clone()).collect();
+        let cut = match inherited.last_mut() {
+            Some(last) if last.len() > 1 && c.bool() => {
+                let bytes = 1 + c.below(last.len() - 1);
+                last.truncate(bytes);
+                Some(bytes as u64)
+            }
+            _ => None,
+        };
+        let end = start + inherited.iter().map(|r| r.len() as u64).sum::<u64>();
+        let point = match cut {
+            Some(bytes) => ForkPoint::IntoRecord { offset: hot[kept - 1].0, bytes },
+            None if kept == hot.len() && c.bool() => ForkPoint::Tail,
+            None if c.bool() => ForkPoint::Records { offset: start, count: kept as u64 },
+            None => ForkPoint::Offset(end),
+        };
+        let mut create = command::Create::from(Create::new(fork.clone()));
+        if c.bool() {
+            create.initial_payload = Some(Bytes::copy_from_slice(c.bytes(12))).filter(|p| !p.is_empty());
+        }
+        let origin =
+            ForkOrigin { source: source.clone(), source_incarnation: info.incarnation, token, point, end };
+        let made = ForkCreate { create, more: Vec::new(), start, inherited, origin };
+        if !apply(state, Op::ForkCreate(Box::new(made))).mutated {
+            continue;
+        }
+        if c.below(4) > 0 {
+            let source_incarnation = info.incarnation + u64::from(c.below(4) == 0);
+            let pin = ForkPin { source: source.clone(), source_incarnation, token, fork: fork.clone() };
+            let pinned = matches!(
+                apply(state, Op::ForkPin(pin)).result,
+                Ok(Response::ForkPinned { pinned: true, .. })
+            );
+            if c.below(4) > 0 {
+                apply(state, Op::ForkPinAck(ForkPinAck { fork: fork.clone(), token, pinned }));
+            }
+        }
+        match c.below(4) {
+            0 => {
+                apply(state, Op::Delete(source));
+            }
+            1 => {
+                apply(state, Op::Delete(fork.clone()));
+                if c.bool() {
+                    apply(state, Op::ForkUnpin(ForkUnpin { source, token, fork: fork.clone() }));
+                    apply(state, Op::ForkOutboxDone(ForkOutboxDone { fork, token }));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A few commands on three streams, chosen by the input.
@@ -426,13 +508,7 @@ pub fn command(data: &[u8]) {
 /// such a commit has landed, the target only requires that checking the
 /// invariants and decoding the snapshot fail cleanly, never panic.
 pub fn command_apply(data: &[u8]) {
-    let limits = GroupLimits {
-        max_streams_per_group: 8,
-        max_producers_per_stream: 2,
-        producer_window: 3,
-        max_snapshots_per_stream: 2,
-        ..GroupLimits::default()
-    };
+    let limits = apply_limits();
     let mut state = GroupState::new(0, 1, limits.clone());
     let mut rest = data;
     let mut trusted = false;
@@ -456,6 +532,18 @@ pub fn command_apply(data: &[u8]) {
     }
     if trusted {
         let _ = state.verify();
+    }
+}
+
+/// The small limits [`command_apply`] replays under, so that replay reaches
+/// the refusals of a full group too.
+pub fn apply_limits() -> GroupLimits {
+    GroupLimits {
+        max_streams_per_group: 8,
+        max_producers_per_stream: 2,
+        producer_window: 3,
+        max_snapshots_per_stream: 2,
+        ..GroupLimits::default()
     }
 }
 

@@ -119,6 +119,24 @@ fn valid_seeds_decode() {
             .unwrap();
     }
     assert!(streams > 0, "the snapshot seeds hold no stream");
+    // The fork seed holds a fork book of every kind of entry: an owed pin,
+    // an owed unpin, and the tombstone of a deleted source still pinned.
+    let forked = GroupState::decode_snapshot(&file("group_snapshot", "forks"), unbounded_limits()).unwrap();
+    let body = file("group_snapshot_body", "forks");
+    let index = u64::from(u16::from_le_bytes([body[2], body[3]]));
+    let again = GroupState::decode_snapshot(&wrap_snapshot_body(0, 1, index, &body[4..]), unbounded_limits());
+    assert_eq!(again.unwrap(), forked);
+    check_fork_book(&forked);
+    // The sample commands hold every fork command, and replayed as
+    // `command_apply` replays them they leave the same kind of book.
+    let commands = rill_fuzz::corpus::sample_commands();
+    let fork_ops: std::collections::BTreeSet<&str> = commands.iter().filter_map(|c| fork_op(&c.op)).collect();
+    assert_eq!(fork_ops.len(), 5, "{fork_ops:?}");
+    let mut replayed = GroupState::new(0, 1, rill_fuzz::targets::apply_limits());
+    for cmd in &commands {
+        replayed.apply(cmd, &mut Vec::new());
+    }
+    check_fork_book(&replayed);
     for (prefix, version) in [("pack", 3), ("v1-pack", 1)] {
         for i in 0..4 {
             let reader =
@@ -141,4 +159,36 @@ fn valid_seeds_decode() {
         postcard::from_bytes::<rill_shard::state::command::Command>(&file("command", &format!("op{i}")))
             .unwrap();
     }
+}
+
+/// The name of a fork command (`None` for any other).
+fn fork_op(op: &rill_shard::state::command::Op) -> Option<&'static str> {
+    use rill_shard::state::command::Op;
+    match op {
+        Op::ForkCreate(_) => Some("create"),
+        Op::ForkPin(_) => Some("pin"),
+        Op::ForkPinAck(_) => Some("ack"),
+        Op::ForkUnpin(_) => Some("unpin"),
+        Op::ForkOutboxDone(_) => Some("outbox done"),
+        _ => None,
+    }
+}
+
+/// What `rill_fuzz::corpus::fork_commands` leaves: c/src a tombstone still
+/// pinned by c/f1, whose unpin is owed, and c/f3's pin owed.
+fn check_fork_book(state: &rill_shard::state::group::GroupState) {
+    use rill_shard::state::api::ForkOwed;
+    use rill_shard::{ErrorCode, StreamId};
+    let c = |name: &str| StreamId::new("c", name).unwrap();
+    let owed = state.fork_outbox();
+    assert_eq!(owed.len(), 2, "{owed:?}");
+    assert_eq!(owed[0], ForkOwed::Unpin { fork: c("f1"), token: 1, source: c("src") });
+    let ForkOwed::Pin { fork, token, source, .. } = &owed[1] else { panic!("{owed:?}") };
+    assert_eq!((fork, *token, source), (&c("f3"), 3, &c("src")));
+    let now = 1_000_000;
+    assert_eq!(state.head_view(&c("src"), now).unwrap_err().code(), ErrorCode::StreamGone);
+    for gone in ["f1", "f2", "f4"] {
+        assert_eq!(state.head_view(&c(gone), now).unwrap_err().code(), ErrorCode::StreamNotFound, "{gone}");
+    }
+    assert_eq!(state.head_view(&c("f3"), now).unwrap().tail_offset, 6);
 }

@@ -8,18 +8,20 @@
 //! change to any format, on purpose or by accident, fails here until the
 //! fixtures are regenerated (`RILL_BLESS=1 cargo test -p rill-tests --test
 //! golden`) in the same commit as FORMAT.md and a version bump. The WAL
-//! version 1 fixture is what the previous release wrote: it must keep
-//! opening.
+//! segments of versions 1 to 5 and the checkpoints of versions 2 to 5 are
+//! what earlier releases wrote: blessing never rewrites them, and they must
+//! keep opening, migrated.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Close, Create, ErrorCode};
-use rill_shard::state::api::{Receive, RetentionPolicy};
+use rill_shard::state::api::{ForkOwed, ForkPoint, Receive, RetentionPolicy};
 use rill_shard::state::command::{
-    Command, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op,
-    QueueDeadLetters, QueuePolicySet, QueueSettle, RetentionSet,
+    Command, ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck, ForkUnpin, LeaseAcquire,
+    LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op, QueueDeadLetters,
+    QueuePolicySet, QueueSettle, RetentionSet,
 };
 use rill_shard::state::group::{GroupLimits, GroupState, HotOnly};
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader};
@@ -43,6 +45,20 @@ fn golden(name: &str, built: &[u8]) -> Vec<u8> {
     assert!(
         committed == built,
         "{name}: the format's bytes changed; bump its version, update FORMAT.md and regenerate with RILL_BLESS=1"
+    );
+    committed
+}
+
+/// The committed fixture of a previous format version, which this build
+/// reads but no longer writes: never rewritten (not even when blessing),
+/// and still what the recipe of its version builds, so the older commands
+/// keep their encodings.
+fn previous(name: &str, built: &[u8]) -> Vec<u8> {
+    let path = fixture(name);
+    let committed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        committed == built,
+        "{name}: the recipe no longer builds what an earlier release wrote; old encodings must not change"
     );
     committed
 }
@@ -124,9 +140,9 @@ fn commands_v3() -> Vec<Command> {
     all
 }
 
-/// A queue command of the version 4 recipe, made from the state before it
+/// A command of the version 4 or 6 recipe, made from the state before it
 /// at its time.
-type QueueStep<'a> = Box<dyn Fn(&GroupState, u64) -> Op + 'a>;
+type Step<'a> = Box<dyn Fn(&GroupState, u64) -> Op + 'a>;
 
 /// The commands of a version 4 segment: [`commands_v3`], then the queue
 /// group commands version 4 adds: a policy of one attempt, receives (each
@@ -145,7 +161,7 @@ fn commands_v4() -> Vec<Command> {
         Op::QueueReceive(state.prepare_receive(&req, now, &HotOnly).unwrap())
     };
     let dead = || QueueDeadLetters { id: a.clone(), group: group() };
-    let steps: Vec<QueueStep<'_>> = vec![
+    let steps: Vec<Step<'_>> = vec![
         Box::new(|_: &GroupState, _| {
             Op::SetQueuePolicy(QueuePolicySet {
                 id: a.clone(),
@@ -203,10 +219,100 @@ fn commands_v5() -> Vec<Command> {
     all
 }
 
+/// A fork of `source` named `name`, as `Engine::fork` makes it from the
+/// state before it: the source's content type and incarnation, a copy of
+/// its records from its retained start up to `end` (what `point` resolves
+/// to; the last record cut there), then `own` as the fork's first record.
+fn fork_of(
+    state: &GroupState,
+    now: u64,
+    (name, source): (&str, &str),
+    token: u64,
+    (point, end): (ForkPoint, u64),
+    own: Option<&'static [u8]>,
+) -> Op {
+    let (id, source) = (sid("golden", name), sid("golden", source));
+    let info = state.fork_source(&source, now).unwrap();
+    let start = info.head.retained_offset;
+    let inherited = state
+        .stream(&source)
+        .unwrap()
+        .records()
+        .filter(|(at, _)| (start..end).contains(at))
+        .map(|(at, record)| record.slice(..record.len().min((end - at) as usize)))
+        .collect();
+    let mut create = Create::new(id).content_type(info.head.content_type.as_str());
+    if let Some(own) = own {
+        create = create.initial_payload(own);
+    }
+    let origin = ForkOrigin { source, source_incarnation: info.incarnation, token, point, end };
+    Op::ForkCreate(Box::new(ForkCreate { create: create.into(), more: Vec::new(), start, inherited, origin }))
+}
+
+/// The commands of a version 6 segment: [`commands_v5`], then the fork
+/// commands version 6 adds, both sides in this one group (the engine sends
+/// the same commands when they are in two): stream s, forked into f (its
+/// first record and part of its second), f forked into g (a fork of a
+/// fork), a forked into h from its retained start (11) and h deleted again
+/// with its unpin delivered; then s deleted while f pins it (a tombstone),
+/// g deleted with its unpin left owed, and p forked from f with its pin
+/// not yet sent. The checkpoint of these holds a fork book of every kind
+/// of entry: a live source and a tombstone, a pinned and an unpinned
+/// origin, an owed pin and an owed unpin.
+fn commands_v6() -> Vec<Command> {
+    let mut all = commands_v5();
+    let mut state = state_of(all.clone());
+    let mut now = 1_700_000_000_400;
+    let id = |name: &str| sid("golden", name);
+    let records = |list: &[&'static str]| list.iter().map(|r| Bytes::from_static(r.as_bytes())).collect();
+    let pin = |state: &GroupState, source: &str, fork: &str, token| {
+        let source_incarnation = state.stream(&id(source)).unwrap().incarnation();
+        Op::ForkPin(ForkPin { source: id(source), source_incarnation, token, fork: id(fork) })
+    };
+    let ack = |fork: &str, token| Op::ForkPinAck(ForkPinAck { fork: id(fork), token, pinned: true });
+    let steps: Vec<Step<'_>> = vec![
+        Box::new(|_: &GroupState, _| {
+            let create = Create::new(id("s")).content_type("text/plain");
+            Op::from(create.initial_records(records(&["one", "two", "three"])))
+        }),
+        Box::new(|state: &GroupState, now| {
+            let point = ForkPoint::IntoRecord { offset: 3, bytes: 2 };
+            fork_of(state, now, ("f", "s"), 101, (point, 5), Some(b"+f"))
+        }),
+        Box::new(|state: &GroupState, _| pin(state, "s", "f", 101)),
+        Box::new(|_: &GroupState, _| ack("f", 101)),
+        Box::new(|state: &GroupState, now| fork_of(state, now, ("g", "f"), 102, (ForkPoint::Tail, 7), None)),
+        Box::new(|state: &GroupState, _| pin(state, "f", "g", 102)),
+        Box::new(|_: &GroupState, _| ack("g", 102)),
+        Box::new(|state: &GroupState, now| {
+            let point = ForkPoint::Records { offset: 11, count: 2 };
+            fork_of(state, now, ("h", "a"), 103, (point, 21), None)
+        }),
+        Box::new(|state: &GroupState, _| pin(state, "a", "h", 103)),
+        Box::new(|_: &GroupState, _| ack("h", 103)),
+        Box::new(|_: &GroupState, _| Op::Delete(id("h"))),
+        Box::new(|_: &GroupState, _| Op::ForkUnpin(ForkUnpin { source: id("a"), token: 103, fork: id("h") })),
+        Box::new(|_: &GroupState, _| Op::ForkOutboxDone(ForkOutboxDone { fork: id("h"), token: 103 })),
+        Box::new(|_: &GroupState, _| Op::Delete(id("s"))),
+        Box::new(|_: &GroupState, _| Op::Delete(id("g"))),
+        Box::new(|state: &GroupState, now| {
+            fork_of(state, now, ("p", "f"), 104, (ForkPoint::Offset(5), 5), None)
+        }),
+    ];
+    for step in steps {
+        now += 1;
+        let cmd = Command { now_ms: now, op: step(&state, now) };
+        assert!(state.apply(&cmd, &mut Vec::new()).mutated, "{cmd:?}");
+        all.push(cmd);
+    }
+    all
+}
+
 /// The commands of a segment of `version`.
 fn commands_of(version: u16) -> Vec<Command> {
     match version {
-        5.. => commands_v5(),
+        6.. => commands_v6(),
+        5 => commands_v5(),
         4 => commands_v4(),
         3 => commands_v3(),
         _ => commands(),
@@ -250,14 +356,19 @@ fn segment(version: u16) -> Vec<u8> {
     bytes
 }
 
-// FORMAT.md "Write-ahead log segment": version 5 is what this build writes,
-// versions 1 to 4 what earlier releases wrote; all read back to the same
+// FORMAT.md "Write-ahead log segment": version 6 is what this build writes,
+// versions 1 to 5 what earlier releases wrote; all read back to the same
 // records, and damage is told from a torn tail.
 #[test]
 fn wal_segments_decode() {
-    assert_eq!(rill_shard::wal::format::FORMAT_VERSION, 5);
-    for version in [1u16, 2, 3, 4, 5] {
-        let committed = golden(&format!("wal-v{version}.wal"), &segment(version));
+    const CURRENT: u16 = rill_shard::wal::format::FORMAT_VERSION;
+    assert_eq!(CURRENT, 6);
+    for version in [1u16, 2, 3, 4, 5, 6] {
+        let name = format!("wal-v{version}.wal");
+        let committed = match version {
+            CURRENT => golden(&name, &segment(version)),
+            _ => previous(&name, &segment(version)),
+        };
         let scan = scan_segment(&committed).unwrap();
         assert_eq!(scan.header.map(|h| (h.version, h.core, h.seq)), Some((version, 1, 7)));
         assert_eq!(scan.end, ScanEnd::Clean);
@@ -269,6 +380,10 @@ fn wal_segments_decode() {
             .collect();
         assert_eq!(commands, commands_of(version));
         assert_eq!(scan.records.last().unwrap().kind == RecordKind::InstallRef, version >= 2);
+        // Version 6 holds every fork command; no earlier version holds one.
+        let forks: std::collections::BTreeSet<&str> =
+            commands.iter().filter_map(|c| fork_op_name(&c.op)).collect();
+        assert_eq!(forks.len(), if version >= 6 { 5 } else { 0 }, "{forks:?}");
 
         // A flipped byte inside an earlier record is corruption.
         let first = scan.records[1].pos as usize + 30;
@@ -283,20 +398,24 @@ fn wal_segments_decode() {
     }
 }
 
-// FORMAT.md "Group snapshot": a checkpoint file decodes to the state it was
-// taken of; a flipped byte is refused.
-#[test]
-fn checkpoint_decodes() {
-    let built = state_of(commands_v5());
-    let committed = golden("checkpoint-v5.snap", &built.encode_snapshot());
-    assert_eq!(&committed[8..10], &[5, 0]);
-    let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
-    assert_eq!(decoded, built);
-    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 29));
-    // The policies, and what the reclaims dropped: stream a up to what
-    // both its groups have consumed (the readers' committed offset and the
-    // workers' oldest message in flight are both 11), stream c whole.
-    let (a, c) = (decoded.stream(&sid("golden", "a")).unwrap(), decoded.stream(&sid("golden", "c")).unwrap());
+/// The name of a fork command (`None` for any other).
+fn fork_op_name(op: &Op) -> Option<&'static str> {
+    match op {
+        Op::ForkCreate(_) => Some("create"),
+        Op::ForkPin(_) => Some("pin"),
+        Op::ForkPinAck(_) => Some("ack"),
+        Op::ForkUnpin(_) => Some("unpin"),
+        Op::ForkOutboxDone(_) => Some("outbox done"),
+        _ => None,
+    }
+}
+
+/// The retention policies of the version 5 recipe, and what its reclaims
+/// dropped: stream a up to what both its groups have consumed (the
+/// readers' committed offset and the workers' oldest message in flight are
+/// both 11), stream c whole.
+fn check_retention(state: &GroupState) {
+    let (a, c) = (state.stream(&sid("golden", "a")).unwrap(), state.stream(&sid("golden", "c")).unwrap());
     let policy = |s: &rill_shard::state::group::StreamState| {
         let p = s.retention_policy();
         (p.consumed, p.max_age)
@@ -304,14 +423,110 @@ fn checkpoint_decodes() {
     assert_eq!(policy(a), (true, None));
     assert_eq!(policy(c), (false, Some(Duration::from_millis(50))));
     assert_eq!((a.retained_offset(), c.retained_offset()), (11, c.next_offset()));
+}
+
+/// A stream's hot records, as `(offset, bytes)`.
+fn records_of(state: &GroupState, name: &str) -> Vec<(u64, Vec<u8>)> {
+    let stream = state.stream(&sid("golden", name)).unwrap_or_else(|| panic!("stream {name}"));
+    stream.records().map(|(at, r)| (*at, r.to_vec())).collect()
+}
+
+/// The error code a head of `name` answers.
+fn head_error(state: &GroupState, name: &str, now: u64) -> ErrorCode {
+    state.head_view(&sid("golden", name), now).unwrap_err().code()
+}
+
+// FORMAT.md "Group snapshot": a checkpoint file decodes to the state it was
+// taken of, fork book included; a flipped byte is refused.
+#[test]
+fn checkpoint_decodes() {
+    let built = state_of(commands_v6());
+    let committed = golden("checkpoint-v6.snap", &built.encode_snapshot());
+    assert_eq!(&committed[8..10], &[6, 0]);
+    let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
+    assert_eq!(decoded, built);
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 45));
+    check_retention(&decoded);
+    // The forks hold their copies at their sources' offsets.
+    let own =
+        |list: &[(u64, &str)]| list.iter().map(|(at, r)| (*at, r.as_bytes().to_vec())).collect::<Vec<_>>();
+    assert_eq!(records_of(&decoded, "f"), own(&[(0, "one"), (3, "tw"), (5, "+f")]));
+    assert_eq!(records_of(&decoded, "p"), own(&[(0, "one"), (3, "tw")]));
+    // The fork book: s is a tombstone pinned by f (its bytes released); a
+    // is pinned no more (h's unpin was delivered); f is still pinned by
+    // the deleted g, which owes f its unpin; p still owes f its pin.
+    let now = 1_700_000_000_500;
+    assert_eq!(head_error(&decoded, "s", now), ErrorCode::StreamGone);
+    assert_eq!(decoded.fork_source(&sid("golden", "s"), now).unwrap_err().code(), ErrorCode::StreamGone);
+    assert!(decoded.stream(&sid("golden", "s")).is_none());
+    for gone in ["g", "h"] {
+        assert_eq!(head_error(&decoded, gone, now), ErrorCode::StreamNotFound, "{gone}");
+    }
+    let f = sid("golden", "f");
+    let f_incarnation = decoded.stream(&f).unwrap().incarnation();
+    assert_eq!(
+        decoded.fork_outbox(),
+        vec![
+            ForkOwed::Unpin { fork: sid("golden", "g"), token: 102, source: f.clone() },
+            ForkOwed::Pin {
+                fork: sid("golden", "p"),
+                token: 104,
+                source: f,
+                source_incarnation: f_incarnation
+            },
+        ]
+    );
+    assert_eq!(decoded.forks().outbox_len(), 2);
+    // What the pins decide: f, pinned by g, deletes softly; a, no longer
+    // pinned, deletes outright.
+    let mut after = decoded.clone();
+    for name in ["f", "a"] {
+        let cmd = Command { now_ms: now, op: Op::Delete(sid("golden", name)) };
+        assert!(after.apply(&cmd, &mut Vec::new()).mutated, "{cmd:?}");
+    }
+    assert_eq!(head_error(&after, "f", now), ErrorCode::StreamGone);
+    assert_eq!(head_error(&after, "a", now), ErrorCode::StreamNotFound);
     for at in [9, committed.len() / 2, committed.len() - 1] {
         let err = GroupState::decode_snapshot(&flipped(&committed, at), GroupLimits::default()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
     }
-    // The same bytes labelled version 4 (checksum made right) are refused,
-    // never misread: a version 4 stream state has no retention rule.
-    let err = GroupState::decode_snapshot(&relabelled(&committed, 4), GroupLimits::default()).unwrap_err();
+    for len in [committed.len() - 33, committed.len() - 1] {
+        let err = GroupState::decode_snapshot(&committed[..len], GroupLimits::default()).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "cut to {len}: {err}");
+    }
+    // The same bytes labelled version 5 (checksum made right) are refused,
+    // never misread: a version 5 body ends before the fork book.
+    let err = GroupState::decode_snapshot(&relabelled(&committed, 5), GroupLimits::default()).unwrap_err();
     assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
+}
+
+// A version 5 checkpoint (what the previous release wrote, before forks)
+// decodes migrated, with an empty fork book, and re-encodes as version 6.
+#[test]
+fn a_version_5_checkpoint_decodes_migrated() {
+    let committed = std::fs::read(fixture("checkpoint-v5.snap")).unwrap();
+    assert_eq!(&committed[8..10], &[5, 0]);
+    let decoded = GroupState::decode_snapshot(&committed, GroupLimits::default()).unwrap();
+    assert_eq!(decoded, state_of(commands_v5()));
+    assert_eq!((decoded.group(), decoded.group_count(), decoded.commit_index()), (3, 8, 29));
+    check_retention(&decoded);
+    assert!(decoded.fork_outbox().is_empty());
+    assert_eq!(decoded.forks().outbox_len(), 0);
+    for at in [9, committed.len() / 2, committed.len() - 1] {
+        let err = GroupState::decode_snapshot(&flipped(&committed, at), GroupLimits::default()).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
+    }
+    // The same bytes labelled version 6 are refused (a version 6 body ends
+    // with a fork book), and so are they labelled version 4 (a version 4
+    // stream state has no retention rule).
+    for version in [6, 4] {
+        let err = GroupState::decode_snapshot(&relabelled(&committed, version), GroupLimits::default())
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "version {version}: {err}");
+    }
+    let again = decoded.encode_snapshot();
+    assert_eq!(&again[8..10], &[6, 0]);
+    assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 
 /// `bytes` with its version field set to `version` and its checksum made
@@ -325,9 +540,9 @@ fn relabelled(bytes: &[u8], version: u16) -> Vec<u8> {
     out
 }
 
-// A version 4 checkpoint (what the previous release wrote, before
+// A version 4 checkpoint (what an earlier release wrote, before
 // retention policies) decodes migrated, with no stream holding a policy,
-// and re-encodes as version 5.
+// and re-encodes as version 6.
 #[test]
 fn a_version_4_checkpoint_decodes_migrated() {
     let committed = std::fs::read(fixture("checkpoint-v4.snap")).unwrap();
@@ -354,12 +569,12 @@ fn a_version_4_checkpoint_decodes_migrated() {
     assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
     assert!(err.to_string().contains("version 3"), "{err}");
     let again = decoded.encode_snapshot();
-    assert_eq!(&again[8..10], &[5, 0]);
+    assert_eq!(&again[8..10], &[6, 0]);
     assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 
 // A version 3 checkpoint (what an earlier release wrote, before queue
-// groups) decodes migrated, and re-encodes as version 5.
+// groups) decodes migrated, and re-encodes as version 6.
 #[test]
 fn a_version_3_checkpoint_decodes() {
     let committed = std::fs::read(fixture("checkpoint-v3.snap")).unwrap();
@@ -369,11 +584,11 @@ fn a_version_3_checkpoint_decodes() {
     assert_eq!(decoded.commit_index(), 15);
     assert_eq!(decoded.committed_offset(&sid("golden", "a"), "readers", 0).unwrap(), Some(11));
     let again = decoded.encode_snapshot();
-    assert_eq!(&again[8..10], &[5, 0]);
+    assert_eq!(&again[8..10], &[6, 0]);
     assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 
-// A version 2 checkpoint (what the previous release wrote, before record
+// A version 2 checkpoint (what an earlier release wrote, before record
 // times) still decodes, migrated: the same streams, records and sums, each
 // hot record stamped with its stream's creation time.
 #[test]
@@ -393,9 +608,9 @@ fn a_version_2_checkpoint_decodes_migrated() {
         assert_eq!(times, vec![(first, got.created_at_ms())], "{name}");
         assert_eq!(got.last_at_ms(), got.created_at_ms());
     }
-    // Re-encoded, it is a version 5 checkpoint that decodes to itself.
+    // Re-encoded, it is a version 6 checkpoint that decodes to itself.
     let again = decoded.encode_snapshot();
-    assert_eq!(&again[8..10], &[5, 0]);
+    assert_eq!(&again[8..10], &[6, 0]);
     assert_eq!(GroupState::decode_snapshot(&again, GroupLimits::default()).unwrap(), decoded);
 }
 
@@ -411,6 +626,26 @@ fn a_version_1_data_directory_recovers() {
     let recovered = recovery::recover(dir.path(), 8, &GroupLimits::default()).unwrap();
     assert_eq!(recovered.states[3], state());
     assert_eq!(recovered.replayed_records, 6);
+}
+
+// A version 5 data directory (its checkpoint and segment) opens through the
+// real recovery, migrated; and the version 6 segment, logged after that
+// checkpoint by this build, replays its fork commands on top of it.
+#[test]
+fn a_version_5_data_directory_recovers() {
+    for (segment, expected, replayed) in [("wal-v5.wal", commands_v5(), 0), ("wal-v6.wal", commands_v6(), 16)]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = recovery::wal_dir(dir.path(), 1);
+        let checkpoints = recovery::checkpoint_dir(dir.path());
+        std::fs::create_dir_all(&wal).unwrap();
+        std::fs::create_dir_all(&checkpoints).unwrap();
+        std::fs::copy(fixture("checkpoint-v5.snap"), checkpoints.join("group-00003.snap")).unwrap();
+        std::fs::copy(fixture(segment), wal.join("0000000000000007.wal")).unwrap();
+        let recovered = recovery::recover(dir.path(), 8, &GroupLimits::default()).unwrap();
+        assert_eq!(recovered.states[3], state_of(expected), "{segment}");
+        assert_eq!(recovered.replayed_records, replayed, "{segment}");
+    }
 }
 
 /// The two slices of the pack fixtures, with their record indexes: stream

@@ -142,6 +142,7 @@ impl Model {
             self.drop_stream(id);
             effects.push(Effect::Removed(id.clone()));
         }
+        self.forks.purged(bucket);
         self.buckets.remove(bucket);
         let pending = self.pending_removals(bucket);
         Ok(Outcome::Purged { removed_streams: ids.len() as u64, pending_removals: pending })

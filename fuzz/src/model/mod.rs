@@ -16,9 +16,11 @@
 //! type, producer, closed, `stream_seq`; a command that is rejected or
 //! idempotent changes nothing; every other command consumes one commit
 //! index. The command handlers live in [`ops`], the rules they
-//! share in [`rules`], the cold tier's in [`cold`].
+//! share in [`rules`], the cold tier's in [`cold`], forks (copies, pins,
+//! tombstones and the outbox) in [`forks`].
 
 pub mod cold;
+pub mod forks;
 pub mod leases;
 pub mod ops;
 pub mod queues;
@@ -224,6 +226,8 @@ pub struct Model {
     /// Consumer group membership: (bucket, consumer group) -> consumer ->
     /// live until.
     pub members: BTreeMap<(String, String), BTreeMap<String, u64>>,
+    /// Fork pins, origins and the outbox.
+    pub forks: forks::ModelForks,
 }
 
 /// A pack file some chunk still uses.
@@ -260,16 +264,22 @@ impl Model {
             streams: BTreeMap::new(),
             cold: ModelCold::default(),
             members: BTreeMap::new(),
+            forks: forks::ModelForks::default(),
         }
     }
 
-    /// The live stream, or the not-found fault SPEC §2 gives.
+    /// The live stream, or the not-found fault SPEC §2 gives: a removed
+    /// source that forks still pin is `StreamGone`, and so is an expired
+    /// one before the sweep removes it (SPEC §2 "Forks").
     pub fn find(&self, id: &StreamId, now_ms: u64) -> Result<&ModelStream, Fault> {
         if !self.buckets.contains(id.bucket()) {
             return Err(Fault::new(ErrorCode::BucketNotFound));
         }
         match self.streams.get(id) {
             Some(stream) if stream.alive(now_ms) => Ok(stream),
+            _ if self.forks.is_tombstone(id) || self.forks.is_pinned(id) => {
+                Err(Fault::new(ErrorCode::StreamGone))
+            }
             _ => Err(Fault::new(ErrorCode::StreamNotFound)),
         }
     }

@@ -63,6 +63,11 @@ impl Model {
             Op::RedriveDeadLetters(req) => self.queue_dead_letters(req, true, now),
             Op::SetRetention(req) => self.set_retention(req, now),
             Op::Reclaim(req) => self.reclaim(req, now),
+            Op::ForkCreate(req) => self.fork_create(req, now, &mut effects),
+            Op::ForkPin(req) => self.fork_pin(req, now),
+            Op::ForkPinAck(req) => self.fork_pin_ack(req, &mut effects),
+            Op::ForkUnpin(req) => self.fork_unpin(req),
+            Op::ForkOutboxDone(req) => self.fork_outbox_done(req),
         };
         Observed { result, mutated: self.commit_index != before, effects }
     }
@@ -91,9 +96,27 @@ impl Model {
     }
 
     fn create(&mut self, req: &Create, more: &[Bytes], now: u64, effects: &mut Vec<Effect>) -> Answer {
+        self.create_with(req, more, None, now, effects)
+    }
+
+    /// A create; of a fork when `prefix` gives the copy's start and its
+    /// records, which the stream then holds from that offset, before its
+    /// own initial records (those alone are its first append).
+    pub(crate) fn create_with(
+        &mut self,
+        req: &Create,
+        more: &[Bytes],
+        prefix: Option<(u64, &[Bytes])>,
+        now: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Answer {
         let bad = || Err(Fault::new(ErrorCode::BadRequest));
         if !records_ok(req.initial_payload.as_deref(), more) {
             return bad();
+        }
+        // A tombstone's name is taken until its last fork goes.
+        if self.forks.is_tombstone(&req.id) {
+            return Err(Fault::new(ErrorCode::StreamGone));
         }
         if req.ttl_s.is_some() && req.expires_at_ms.is_some() {
             return bad();
@@ -123,6 +146,10 @@ impl Model {
                     commit_index: self.commit_index,
                 });
             }
+            // Expired with forks: soft-deleted once the sweep removes it.
+            if self.forks.is_pinned(&req.id) {
+                return Err(Fault::new(ErrorCode::StreamGone));
+            }
             replacing = true;
         }
         if let Some(p) = &req.producer {
@@ -134,21 +161,31 @@ impl Model {
         if others >= self.limits.max_streams_per_group {
             return Err(Fault::with(ErrorCode::TooManyStreams, &[self.limits.max_streams_per_group]));
         }
+        let (start, inherited) = prefix.unwrap_or((0, &[]));
         let initial = req.initial_payload.iter().chain(more);
-        self.room(initial.clone().map(|p| p.len() as u64).sum())?;
+        let inherited_len: u64 = inherited.iter().map(|r| r.len() as u64).sum();
+        self.room(initial.clone().map(|p| p.len() as u64).sum::<u64>() + inherited_len)?;
 
         self.commit_index += 1;
         if replacing {
             self.drop_stream(&req.id);
+            self.forks.removed(&req.id);
             effects.push(Effect::Removed(req.id.clone()));
         }
         self.buckets.insert(req.id.bucket().to_string());
         let mut stream = ModelStream::new(&content_type, now);
+        // Offsets below the copy's start are gone (never readable).
+        stream.data = vec![0; start as usize];
+        stream.retained = start;
+        for record in inherited {
+            stream.push(record, now);
+        }
         stream.ttl_s = req.ttl_s;
         stream.expires_at_ms = req.expires_at_ms;
         stream.attrs = req.attrs.clone();
         stream.stream_seq = req.stream_seq.clone();
         stream.incarnation = self.commit_index;
+        let own = stream.tail();
         let payload = req.initial_payload.as_deref().unwrap_or(&[]);
         if !payload.is_empty() {
             for record in initial {
@@ -157,11 +194,11 @@ impl Model {
             stream.appends = 1;
         }
         stream.closed = req.closed;
-        let item = self.item(&stream, 0);
+        let item = self.item(&stream, own);
         if let Some(p) = &req.producer {
             self.remember(&mut stream, p, vec![Ok(item)]);
         }
-        if stream.tail() > 0 || stream.closed {
+        if stream.tail() > stream.retained || stream.closed {
             effects.push(Effect::Advanced(req.id.clone()));
         }
         let next_offset = stream.tail();
@@ -310,6 +347,7 @@ impl Model {
         self.find(id, now)?;
         self.commit_index += 1;
         self.drop_stream(id);
+        self.forks.removed(id);
         effects.push(Effect::Removed(id.clone()));
         Ok(Outcome::Deleted { commit_index: self.commit_index })
     }
@@ -399,6 +437,7 @@ impl Model {
             self.commit_index += 1;
             for id in &removed {
                 self.drop_stream(id);
+                self.forks.removed(id);
                 effects.push(Effect::Removed(id.clone()));
             }
         }

@@ -44,7 +44,7 @@ impl Sim {
     /// A read of the real group, its cold pieces and record indexes taken
     /// from the simulated pack store; `None` when it was refused on a pack
     /// damaged on purpose (allowed, and counted).
-    fn real_read(&self, g: u32, req: &Read) -> Result<Option<Result<ReadReply, Fault>>, Fail> {
+    pub(super) fn real_read(&self, g: u32, req: &Read) -> Result<Option<Result<ReadReply, Fault>>, Fail> {
         let live = &self.groups[g as usize].live;
         match guard("read", || live.read_plan_with(req, self.now, &self.store))? {
             Ok(plan) => Ok(self.resolve(plan)?.map(Ok)),
@@ -172,7 +172,12 @@ impl Sim {
             format!("group {g}: real {members:?}, model {:?}", model.members)
         })?;
         compare_cold(g, real, model)?;
-        for id in self.setup.streams.iter().filter(|id| self.group_of(id) == g) {
+        // The fork book whole: pins, tombstones, origins, the outbox.
+        let book = postcard::to_allocvec(real.forks()).map_err(|e| Fail::new("forks", e.to_string()))?;
+        ensure(book == model.forks.encoded(), "forks", || {
+            format!("group {g}: real {:?}, model {:?}", real.forks(), model.forks)
+        })?;
+        for id in self.setup.names().filter(|id| self.group_of(id) == g) {
             let now = self.now;
             let head = real.head_view(id, now).map_err(|e| Fault::of(&e));
             let model_head = model.head(id, now);

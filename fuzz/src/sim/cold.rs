@@ -178,6 +178,7 @@ impl Sim {
     /// Purges a bucket in every group, as `Engine::purge_bucket` does.
     pub(super) fn purge(&mut self, bucket: u8) -> Result<(), Fail> {
         let bucket = BUCKETS[usize::from(bucket) % BUCKETS.len()].to_string();
+        self.fork_purging(&bucket);
         self.stats.purges += 1;
         self.purged.insert(bucket.clone());
         for g in 0..self.setup.groups {

@@ -56,6 +56,19 @@ pub struct Stats {
     /// (SPEC §2 "Consumption-driven retention").
     pub reclaims: u64,
     pub reclaimed_bytes: u64,
+    /// Forks (SPEC §2 "Forks"): calls that answered with their pin held,
+    /// that failed on a refused pin, that found the same fork made (a
+    /// retry); deletes and expiries that left a tombstone; outbox entries
+    /// the keeper delivered; tombstones released by an unpin; pins a drain
+    /// found leaked by a fork call's pin landing after its fork's unpin
+    /// (the known leak, FUZZING.md).
+    pub forks: u64,
+    pub forks_refused: u64,
+    pub fork_retries: u64,
+    pub soft_deletes: u64,
+    pub fork_deliveries: u64,
+    pub fork_releases: u64,
+    pub late_pins: u64,
 }
 
 impl Stats {
@@ -93,6 +106,13 @@ impl Stats {
             (&mut self.queue_acks, other.queue_acks),
             (&mut self.reclaims, other.reclaims),
             (&mut self.reclaimed_bytes, other.reclaimed_bytes),
+            (&mut self.forks, other.forks),
+            (&mut self.forks_refused, other.forks_refused),
+            (&mut self.fork_retries, other.fork_retries),
+            (&mut self.soft_deletes, other.soft_deletes),
+            (&mut self.fork_deliveries, other.fork_deliveries),
+            (&mut self.fork_releases, other.fork_releases),
+            (&mut self.late_pins, other.late_pins),
         ];
         for (mine, theirs) in pairs {
             *mine += theirs;
@@ -109,7 +129,8 @@ impl fmt::Display for Stats {
              {} torn tails, {} corruptions detected ({} harmless), {} checkpoints, {} installs ({} refused, {} deferred), \
              {} retries, unacked kept/dropped {}/{}; cold: {} flushes, {} compactions, {} files removed, \
              {} purges ({} buckets erased), {} packs damaged, {} damaged reads refused, {} orphans swept, \
-             {} pack faults, {} packs torn; queues: {} deliveries, {} acks; {} reclaims ({} bytes)",
+             {} pack faults, {} packs torn; queues: {} deliveries, {} acks; {} reclaims ({} bytes); \
+             forks: {} made, {} refused, {} retried, {} soft deletes, {} deliveries, {} releases, {} late pins",
             self.steps,
             self.commands,
             self.mutations,
@@ -141,7 +162,14 @@ impl fmt::Display for Stats {
             self.queue_deliveries,
             self.queue_acks,
             self.reclaims,
-            self.reclaimed_bytes
+            self.reclaimed_bytes,
+            self.forks,
+            self.forks_refused,
+            self.fork_retries,
+            self.soft_deletes,
+            self.fork_deliveries,
+            self.fork_releases,
+            self.late_pins
         )
     }
 }

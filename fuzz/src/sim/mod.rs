@@ -16,7 +16,8 @@
 //!
 //! The cold tier ([`cold`]) runs each core's worker job by job on real
 //! pack files, with reads through the real pack cache; crashes may damage
-//! a pack file.
+//! a pack file. Forks ([`forks`]) run `Engine::fork`'s steps and the fork
+//! keeper's deliveries one logged step at a time across groups.
 //!
 //! What is not simulated: the runtime's mailboxes, group tasks and their
 //! interleavings (the engine-level tests cover those), admission limits
@@ -27,6 +28,7 @@
 pub mod checks;
 pub mod cold;
 pub mod device;
+mod forks;
 pub mod kit;
 pub mod packs;
 pub mod plan;
@@ -150,6 +152,9 @@ async fn drive(
     let mut sim = Sim::new(seed, setup);
     let end = ops.last().map_or(0, |(i, _)| i + 1);
     let epilogue = [
+        // The fork keeper has time: nothing stays owed, no tombstone
+        // outlives its last fork.
+        (end, SimOp::Fork { action: plan::ForkAction::Drain, n: 0, to: 0 }),
         (end, SimOp::Settle),
         (
             end,
@@ -211,6 +216,7 @@ impl Sim {
                 self.check_group(g, Depth::Bytes)?;
             }
             self.check_files()?;
+            self.check_forks()?;
         } else if let Some(g) = self.touched {
             self.check_group(g, Depth::Views)?;
         }

@@ -22,6 +22,10 @@ pub const PRODUCERS: [&str; 3] = ["p0", "p1", "p2"];
 pub const CONTENT_TYPES: [&str; 2] = ["text/plain", "application/json"];
 pub const ATTRS: [&str; 4] = [r#"{"title":"t"}"#, r#"{"metadata":{"k":1}}"#, "{}", "[1]"];
 
+/// The names forks are made into, besides the streams' own names (one
+/// pair per bucket of the seed).
+pub const FORK_NAMES: [&str; 2] = ["f0", "f1"];
+
 /// The engine a seed runs against.
 #[derive(Clone, Debug)]
 pub struct Setup {
@@ -32,12 +36,23 @@ pub struct Setup {
     pub segment_bytes: u64,
     /// The streams operations draw from.
     pub streams: Vec<StreamId>,
+    /// Further names only forks create (operations that pick a stored
+    /// stream reach them once they exist).
+    pub fork_names: Vec<StreamId>,
     /// Largest "small" payload, and the chance (in 1/100) and size of a
     /// large one (large ones cross WAL blocks).
     pub small_max: u16,
     pub large_pct: u64,
     pub large_max: u16,
     pub cold: ColdSetup,
+}
+
+impl Setup {
+    /// Every name a stream of the seed may have: the streams', then the
+    /// forks' own.
+    pub fn names(&self) -> impl Iterator<Item = &StreamId> {
+        self.streams.iter().chain(&self.fork_names)
+    }
 }
 
 /// The cold tier's settings in a seed: small, so flushes split into
@@ -120,6 +135,50 @@ pub enum QueueAction {
     Redrive,
     /// Compare the backlog and up to `n` dead letters.
     Look,
+}
+
+/// Where a fork's prefix ends, resolved against the source's retained
+/// records (the `r`-th, wrapping) as a client names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointPick {
+    Tail,
+    /// This far above the retained start (past the tail when it is).
+    Offset(u8),
+    /// `bytes` into a record (past its end when it is).
+    IntoRecord {
+        r: u8,
+        bytes: u8,
+    },
+    /// `count` records from one (more than there are when it is).
+    Records {
+        r: u8,
+        count: u8,
+    },
+}
+
+/// What a [`SimOp::Fork`] does (SPEC §2 "Forks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkAction {
+    /// `Engine::fork` of the stored stream picked by `n` into a fresh name
+    /// picked by `to` (with `retry`, the last fork request again), its
+    /// own TTL when given: the source's head, the copy and the fork's
+    /// create happen now, the pin and its answer in later steps.
+    Start { point: PointPick, ttl: Option<u8>, retry: bool },
+    /// Every fork in flight moves on by a step, once its previous step is
+    /// durable.
+    Step,
+    /// The fork keeper moves on by a step: read a group's outbox, pass its
+    /// durability barrier, deliver half an entry.
+    Keep,
+    /// Delete the `n`-th stream with pins (a source, or a tombstone), or the
+    /// `n`-th fork.
+    Delete { source: bool },
+    /// Append to the `n`-th fork.
+    Append { len: u16 },
+    /// The keeper runs until nothing is owed (a bounded number of rounds,
+    /// the devices settling between), then every soft-deleted source must
+    /// be pinned by a fork that still lives.
+    Drain,
 }
 
 /// What a device does with the operation it is allowed to complete.
@@ -215,6 +274,13 @@ pub enum SimOp {
         reclaim: bool,
         consumed: bool,
         age_ms: Option<u64>,
+    },
+    /// A fork operation (see [`ForkAction`]): `n` picks the stream, `to`
+    /// the fork's name.
+    Fork {
+        action: ForkAction,
+        n: u8,
+        to: u8,
     },
     /// A read; renews a TTL stream through a logged `Touch` when due, as
     /// the runtime does.
@@ -343,6 +409,7 @@ impl SimOp {
             SimOp::Lease { .. } => "lease",
             SimOp::Queue { .. } => "queue",
             SimOp::Retention { .. } => "retention",
+            SimOp::Fork { .. } => "fork",
             SimOp::Crash { .. } => "crash",
         }
     }
@@ -406,6 +473,9 @@ pub fn generate(seed: u64, ops: usize) -> (Setup, Mix, Vec<SimOp>) {
     // Retention commands likewise, from a third stream.
     let mut retention_rng = rng.fork();
     let retention_pct = if retention_rng.chance(1, 4) { 0 } else { retention_rng.range(1, 5) };
+    // Fork operations likewise, from a fourth.
+    let mut fork_rng = rng.fork();
+    let fork_pct = if fork_rng.chance(1, 4) { 0 } else { fork_rng.range(2, 10) };
     let mut list = Vec::with_capacity(ops + ops / 8);
     for _ in 0..ops {
         list.push(op(&mut op_rng, &setup, &mix));
@@ -415,8 +485,32 @@ pub fn generate(seed: u64, ops: usize) -> (Setup, Mix, Vec<SimOp>) {
         if retention_rng.chance(retention_pct, 100) {
             list.push(retention_op(&mut retention_rng, &setup));
         }
+        if fork_rng.chance(fork_pct, 100) {
+            list.push(fork_op(&mut fork_rng, &setup));
+        }
     }
     (setup, mix, list)
+}
+
+fn fork_op(rng: &mut Rng, setup: &Setup) -> SimOp {
+    let action = match rng.weighted(&[4, 6, 6, 2, 2, 1]) {
+        0 => ForkAction::Start {
+            point: match rng.weighted(&[4, 2, 2, 2]) {
+                0 => PointPick::Tail,
+                1 => PointPick::Offset(rng.below(64) as u8),
+                2 => PointPick::IntoRecord { r: rng.below(8) as u8, bytes: rng.below(24) as u8 },
+                _ => PointPick::Records { r: rng.below(8) as u8, count: rng.below(4) as u8 },
+            },
+            ttl: rng.chance(1, 6).then(|| rng.range(1, 5) as u8),
+            retry: rng.chance(1, 12),
+        },
+        1 => ForkAction::Step,
+        2 => ForkAction::Keep,
+        3 => ForkAction::Delete { source: rng.chance(1, 2) },
+        4 => ForkAction::Append { len: len(rng, setup) },
+        _ => ForkAction::Drain,
+    };
+    SimOp::Fork { action, n: rng.below(256) as u8, to: rng.below(256) as u8 }
 }
 
 fn queue_op(rng: &mut Rng, setup: &Setup) -> SimOp {
@@ -473,6 +567,10 @@ fn setup(rng: &mut Rng) -> Setup {
             streams.push(StreamId::new(*bucket, *stream).expect("valid name"));
         }
     }
+    let fork_names = BUCKETS[..buckets]
+        .iter()
+        .flat_map(|b| FORK_NAMES.iter().map(move |f| StreamId::new(*b, *f).expect("valid name")))
+        .collect();
     Setup {
         groups: rng.range(1, 4) as u32,
         cores: rng.range(1, 2) as usize,
@@ -489,6 +587,7 @@ fn setup(rng: &mut Rng) -> Setup {
         },
         segment_bytes: 4096 * rng.range(2, 24),
         streams,
+        fork_names,
         small_max: rng.range(2, 48) as u16,
         large_pct: rng.below(8),
         large_max: rng.range(200, 9000) as u16,

@@ -69,6 +69,8 @@ impl Sim {
         for core in self.cores.drain(..) {
             core.stop();
         }
+        // The process is gone: its fork calls and its keeper's round.
+        self.forks.crashed();
         yields(2).await;
 
         let data = self.scratch.path().join("data");
@@ -125,7 +127,7 @@ impl Sim {
         for g in 0..self.setup.groups {
             self.check_group(g, Depth::Bytes)?;
         }
-        Ok(())
+        self.check_forks()
     }
 
     /// Matches a recovered group against the acknowledged state plus a

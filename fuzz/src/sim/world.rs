@@ -43,7 +43,7 @@ use super::kit::{ensure, guard, yields, Fail, Stats};
 use super::packs::SimPackDir;
 use super::plan::{At, EpochPick, Life, Prod, SeqPick, Setup, SimOp, ATTRS, CONTENT_TYPES, PRODUCERS};
 use crate::model::Model;
-use crate::observe::observe;
+use crate::observe::{observe, Observed};
 
 /// A core's checkpoint in progress: the real run (`protocol/checkpoint.rs`)
 /// and, once it asked to retire the log, the task doing so.
@@ -165,6 +165,9 @@ pub(super) struct Sim {
     pub purged: BTreeSet<String>,
     /// Reads refused on damaged packs since the last step.
     pub corrupt_reads: Cell<u64>,
+    /// Fork calls and the fork keeper in flight, and what the fork checks
+    /// remember.
+    pub forks: super::forks::Forks,
 }
 
 /// Applies a logged entry to a state and its model (the way replay does).
@@ -233,6 +236,7 @@ impl Sim {
             damaged: BTreeSet::new(),
             purged: BTreeSet::new(),
             corrupt_reads: Cell::new(0),
+            forks: Default::default(),
         }
     }
 
@@ -253,14 +257,15 @@ impl Sim {
     }
 
     /// Below the universe size a pick names that stream; above it, one of
-    /// the stored streams (so most operations reach a stream that exists).
+    /// the stored streams, forks included (so most operations reach a
+    /// stream that exists).
     fn target(&self, pick: usize) -> StreamId {
         let all = &self.setup.streams;
         if pick < all.len() {
             return all[pick].clone();
         }
         let stored: Vec<&StreamId> =
-            all.iter().filter(|id| self.model(id).streams.contains_key(id)).collect();
+            self.setup.names().filter(|id| self.model(id).streams.contains_key(id)).collect();
         match stored.len() {
             0 => all[pick % all.len()].clone(),
             n => stored[pick % n].clone(),
@@ -301,7 +306,7 @@ impl Sim {
     }
 
     /// A fresh payload; distinct bytes make misplaced data visible.
-    fn payload(&mut self, len: u16) -> Bytes {
+    pub(super) fn payload(&mut self, len: u16) -> Bytes {
         self.payloads += 1;
         let seed = self.payloads;
         (0..u64::from(len))
@@ -421,6 +426,7 @@ impl Sim {
                 let id = self.target(*s);
                 self.queue(id, *group, *action, *n, *ms, *stale)?;
             }
+            SimOp::Fork { action, n, to } => self.fork(*action, *n, *to).await?,
             SimOp::Retention { s, reclaim, consumed, age_ms } => {
                 let id = self.target(*s);
                 match reclaim {
@@ -541,6 +547,11 @@ impl Sim {
     /// Applies a command to group `g` and the model, compares what both
     /// answer (SPEC §2), and logs it if it mutated.
     pub(super) fn command_in(&mut self, g: u32, op: Op, retry: Option<Op>) -> Result<(), Fail> {
+        self.command_observed(g, op, retry).map(|_| ())
+    }
+
+    /// [`Self::command_in`], answering what both sides showed.
+    pub(super) fn command_observed(&mut self, g: u32, op: Op, retry: Option<Op>) -> Result<Observed, Fail> {
         self.touched = Some(g);
         self.stats.commands += 1;
         let cmd = Command { now_ms: self.now, op };
@@ -552,7 +563,12 @@ impl Sim {
             Mutation::Unchanged(result) => observe(&Applied { result, mutated: false }, Vec::new()),
             Mutation::Logged { result, effects, .. } => observe(&Applied { result, mutated: true }, effects),
         })?;
+        let tombstones = |m: &Model| m.forks.sources.values().filter(|p| p.tombstone).count();
+        let before = matches!(cmd.op, Op::Delete(_) | Op::ExpireDue).then(|| tombstones(&group.model_live));
         let model = group.model_live.apply(&cmd);
+        if let Some(before) = before {
+            self.stats.soft_deletes += tombstones(&group.model_live).saturating_sub(before) as u64;
+        }
         ensure(real == model, "reply", || {
             format!("group {g}: {:?} at {}:\n  real  {real:?}\n  model {model:?}", cmd.op, cmd.now_ms)
         })?;
@@ -560,7 +576,7 @@ impl Sim {
             let index = group.live.commit_index();
             self.submit(g, index, Entry::Command(Box::new(cmd)), retry)?;
         }
-        Ok(())
+        Ok(real)
     }
 
     /// Installs a group snapshot the way the runtime does: decode, refuse

@@ -9,13 +9,15 @@ use rill_fuzz::{observe, Fault, Model};
 use rill_shard::error::ErrorCode;
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ProducerArgs, PublishSnapshot, Read};
 use rill_shard::state::command::{
-    Command, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave, OffsetCommit, Op,
+    self, Command, ForkCreate, LeaseAcquire, LeaseRelease, LeaseRenew, MemberHeartbeat, MemberLeave,
+    OffsetCommit, Op,
 };
 use rill_shard::state::group::GroupState;
+use rill_shard::StreamId;
 
 use crate::steps::{
-    id, limits, At, Digest, EpochPick, LeaseAction, Life, Prod, QueueAction, SeqPick, Step, ATTRS,
-    CONTENT_TYPES, IDS, LEASE_NAMES, OWNERS, PRODUCERS, QUEUE_NAMES,
+    id, limits, At, Digest, EpochPick, ForkAction, LeaseAction, Life, PointPick, Prod, QueueAction, SeqPick,
+    SourcePick, Step, ATTRS, BUCKETS, CONTENT_TYPES, IDS, LEASE_NAMES, OWNERS, PRODUCERS, QUEUE_NAMES,
 };
 
 /// The real machine and the model, side by side.
@@ -24,11 +26,19 @@ pub(crate) struct Run {
     model: Model,
     now: u64,
     counter: u64,
+    /// The last fork request, for a client's retry.
+    last_fork: Option<ForkCreate>,
 }
 
 impl Run {
     pub(crate) fn new() -> Self {
-        Run { real: GroupState::new(0, 1, limits()), model: Model::new(limits()), now: 1_000_000, counter: 0 }
+        Run {
+            real: GroupState::new(0, 1, limits()),
+            model: Model::new(limits()),
+            now: 1_000_000,
+            counter: 0,
+            last_fork: None,
+        }
     }
 
     /// A fresh payload; distinct bytes make misplaced data visible.
@@ -250,6 +260,11 @@ impl Run {
                 prop_assert_eq!(truncated.map(|_| ()).unwrap_err().code(), ErrorCode::Corrupted);
                 self.real = decoded;
             }
+            Step::Fork { src, dst, point, source, life, initial, broken, again } => {
+                self.fork(*src, *dst, point, source, life, *initial, *broken, *again)?
+            }
+            Step::ForkOp { s, action, n } => self.fork_op(*s, action, *n)?,
+            Step::Purge(b) => self.command(Op::PurgeBucket { bucket: BUCKETS[*b].to_string() })?,
         }
         self.compare_views()
     }
@@ -276,10 +291,221 @@ impl Run {
             | Step::OffsetAt { s, .. }
             | Step::Lease { s, .. }
             | Step::Queue { s, .. }
-            | Step::Bootstrap { s, .. } => *s = self.target(*s),
-            Step::Advance(_) | Step::ExpireDue | Step::Roundtrip { .. } => {}
+            | Step::Bootstrap { s, .. }
+            | Step::ForkOp { s, .. } => *s = self.target(*s),
+            Step::Fork { src, dst, .. } => {
+                *src = self.target(*src);
+                *dst = self.fresh(*dst);
+            }
+            Step::Advance(_) | Step::ExpireDue | Step::Roundtrip { .. } | Step::Purge(_) => {}
         }
         step
+    }
+
+    /// Resolves a fork's name: below `IDS` that stream (which may exist,
+    /// or be a tombstone), above it one that is neither when there is one.
+    fn fresh(&self, pick: usize) -> usize {
+        let free: Vec<usize> = (0..IDS)
+            .filter(|i| !self.model.streams.contains_key(&id(*i)) && !self.model.forks.is_tombstone(&id(*i)))
+            .collect();
+        match free.len() {
+            _ if pick < IDS => pick,
+            0 => pick % IDS,
+            n => free[pick % n],
+        }
+    }
+
+    /// A fork of `src` into `dst` as `Engine::fork` makes it: the prefix
+    /// copied from the model (or made up for an unknown source), the
+    /// content type and life inherited unless named, a fresh token.
+    #[allow(clippy::too_many_arguments)]
+    fn fork(
+        &mut self,
+        src: usize,
+        dst: usize,
+        point: &PointPick,
+        source: &SourcePick,
+        life: &Option<Life>,
+        initial: Option<usize>,
+        broken: u8,
+        again: bool,
+    ) -> Result<(), TestCaseError> {
+        use rill_shard::state::api::ForkPoint;
+        self.counter += 1;
+        let token = self.counter;
+        if again {
+            if let Some(mut req) = self.last_fork.clone() {
+                req.origin.token = token;
+                return self.command(Op::ForkCreate(Box::new(req)));
+            }
+        }
+        let (sid, fid) = (id(src), id(if broken == 3 { src } else { dst }));
+        let found = self.model.find(&sid, self.now).ok().filter(|_| !matches!(source, SourcePick::Unknown));
+        let mut create = command::Create::from(Create::new(fid));
+        let (start, inherited, end, point, incarnation) = match found {
+            Some(st) => {
+                let records: Vec<(u64, u64)> =
+                    st.live_records().map(|(s, e)| (s.max(st.retained), e)).collect();
+                let nth = |r: usize| records.get(r % records.len().max(1)).copied();
+                let point = match point {
+                    PointPick::Tail => ForkPoint::Tail,
+                    PointPick::Offset(k) => ForkPoint::Offset(st.retained + k),
+                    PointPick::IntoRecord { r, bytes } => match nth(*r) {
+                        Some((offset, _)) => ForkPoint::IntoRecord { offset, bytes: *bytes },
+                        None => ForkPoint::IntoRecord { offset: st.tail(), bytes: *bytes },
+                    },
+                    PointPick::Records { r, count } => match nth(*r) {
+                        Some((offset, _)) => ForkPoint::Records { offset, count: *count },
+                        None => ForkPoint::Records { offset: st.tail(), count: *count },
+                    },
+                };
+                create.content_type = Some(st.content_type.clone());
+                (create.ttl_s, create.expires_at_ms) = (st.ttl_s, st.expires_at_ms);
+                let incarnation = match source {
+                    SourcePick::WrongIncarnation => st.incarnation + 1,
+                    _ => st.incarnation,
+                };
+                match self.model.fork_prefix(&sid, point, self.now) {
+                    Ok((start, copy, end)) => (
+                        start,
+                        copy.into_iter().map(Bytes::from).collect::<Vec<_>>(),
+                        end,
+                        point,
+                        incarnation,
+                    ),
+                    // Refused by the engine before anything is logged.
+                    Err(_) => return Ok(()),
+                }
+            }
+            None => {
+                // A copy of nothing the pin will find: the name's tombstone
+                // incarnation, or none.
+                let incarnation = self.model.forks.sources.get(&sid).map_or(0, |p| p.incarnation);
+                create.content_type = Some(CONTENT_TYPES[token as usize % 2].to_string());
+                let copy = vec![self.payload(3), self.payload(2)];
+                (4, copy, 9, ForkPoint::Tail, incarnation)
+            }
+        };
+        if let Some(life) = life {
+            (create.ttl_s, create.expires_at_ms) = match life {
+                Life::Forever => (None, None),
+                Life::Ttl(ttl) => (Some(*ttl), None),
+                Life::ExpiresIn(delta) => (None, Some(self.now.saturating_add_signed(*delta))),
+                Life::Both => (Some(2), Some(self.now + 5_000)),
+                Life::ZeroTtl => (Some(0), None),
+            };
+        }
+        create.initial_payload = initial.map(|len| self.payload(len));
+        // Some forks start with records of their own (a JSON body of
+        // several messages), some of them empty (refused).
+        let more = match (initial, token % 3) {
+            (Some(_), 0) => vec![self.payload(2), self.payload(token as usize % 4)],
+            _ => Vec::new(),
+        };
+        let mut req = ForkCreate {
+            create,
+            more,
+            start,
+            inherited,
+            origin: command::ForkOrigin { source: sid, source_incarnation: incarnation, token, point, end },
+        };
+        match broken {
+            1 => req.origin.end += 1,
+            2 => req.inherited.push(Bytes::new()),
+            _ => {}
+        }
+        self.last_fork = Some(req.clone());
+        self.command(Op::ForkCreate(Box::new(req)))
+    }
+
+    /// A fork command resolved against the model's fork book (see
+    /// [`ForkAction`]), or a comparison of `fork_source`.
+    fn fork_op(&mut self, s: usize, action: &ForkAction, n: usize) -> Result<(), TestCaseError> {
+        use rill_shard::state::api::ForkOwed;
+        use rill_shard::state::command::{ForkOutboxDone, ForkPin, ForkPinAck, ForkUnpin};
+        let owed = self.model.fork_outbox();
+        let pins: Vec<&ForkOwed> = owed.iter().filter(|o| matches!(o, ForkOwed::Pin { .. })).collect();
+        let unpins: Vec<&ForkOwed> = owed.iter().filter(|o| matches!(o, ForkOwed::Unpin { .. })).collect();
+        let pick = |list: &[&ForkOwed]| list.get(n % list.len().max(1)).map(|o| (*o).clone());
+        // With nothing owed, commands of unknown forks and tokens.
+        let (sid, other) = (id(s), id((s + 1) % IDS));
+        let op = match action {
+            ForkAction::Pin { wrong } => match pick(&pins) {
+                Some(ForkOwed::Pin { fork, token, source, source_incarnation }) => Op::ForkPin(ForkPin {
+                    source,
+                    source_incarnation: source_incarnation + u64::from(*wrong),
+                    token,
+                    fork,
+                }),
+                _ => Op::ForkPin(ForkPin {
+                    source: sid,
+                    source_incarnation: n as u64,
+                    token: n as u64,
+                    fork: other,
+                }),
+            },
+            ForkAction::PinAck { pinned } => match pick(&pins) {
+                Some(ForkOwed::Pin { fork, token, .. }) => {
+                    Op::ForkPinAck(ForkPinAck { fork, token, pinned: *pinned })
+                }
+                _ => Op::ForkPinAck(ForkPinAck { fork: sid, token: n as u64, pinned: *pinned }),
+            },
+            ForkAction::Unpin { held: true } => {
+                let held: Vec<(StreamId, u64, StreamId)> = self
+                    .model
+                    .forks
+                    .sources
+                    .iter()
+                    .flat_map(|(source, p)| p.pins.iter().map(|(t, f)| (source.clone(), *t, f.clone())))
+                    .collect();
+                match held.get(n % held.len().max(1)) {
+                    Some((source, token, fork)) => {
+                        Op::ForkUnpin(ForkUnpin { source: source.clone(), token: *token, fork: fork.clone() })
+                    }
+                    None => Op::ForkUnpin(ForkUnpin { source: sid, token: n as u64, fork: other }),
+                }
+            }
+            ForkAction::Unpin { held: false } => match pick(&unpins) {
+                Some(ForkOwed::Unpin { fork, token, source }) => {
+                    Op::ForkUnpin(ForkUnpin { source, token, fork })
+                }
+                _ => Op::ForkUnpin(ForkUnpin { source: sid, token: n as u64, fork: other }),
+            },
+            ForkAction::Done => match owed.get(n % owed.len().max(1)) {
+                Some(ForkOwed::Pin { fork, token, .. } | ForkOwed::Unpin { fork, token, .. }) => {
+                    Op::ForkOutboxDone(ForkOutboxDone { fork: fork.clone(), token: *token })
+                }
+                None => Op::ForkOutboxDone(ForkOutboxDone { fork: sid, token: n as u64 }),
+            },
+            ForkAction::Deliver => match owed.get(n % owed.len().max(1)).cloned() {
+                Some(ForkOwed::Pin { fork, token, source, source_incarnation }) => {
+                    let pin = ForkPin { source, source_incarnation, token, fork: fork.clone() };
+                    let answer = self.command_observed(Op::ForkPin(pin))?;
+                    let pinned =
+                        matches!(answer.result, Ok(rill_fuzz::Outcome::ForkPinned { pinned: true, .. }));
+                    Op::ForkPinAck(ForkPinAck { fork, token, pinned })
+                }
+                Some(ForkOwed::Unpin { fork, token, source }) => {
+                    self.command(Op::ForkUnpin(ForkUnpin { source, token, fork: fork.clone() }))?;
+                    Op::ForkOutboxDone(ForkOutboxDone { fork, token })
+                }
+                None => return Ok(()),
+            },
+            ForkAction::Delete { source } => {
+                let names: Vec<StreamId> = match source {
+                    true => self.model.forks.sources.keys().cloned().collect(),
+                    false => self.model.forks.origins.keys().cloned().collect(),
+                };
+                Op::Delete(names.get(n % names.len().max(1)).cloned().unwrap_or(sid))
+            }
+            ForkAction::Source => {
+                let real = self.real.fork_source(&sid, self.now).map(|f| (f.head, f.incarnation));
+                let real = real.map_err(|e| Fault::of(&e));
+                prop_assert_eq!(real, self.model.fork_source(&sid, self.now), "fork source of {}", sid);
+                return Ok(());
+            }
+        };
+        self.command(op)
     }
 
     /// A queue group step: a command resolved against the model's state
@@ -411,6 +637,11 @@ impl Run {
 
     /// Applies one command to both sides and compares what they show.
     fn command(&mut self, op: Op) -> Result<(), TestCaseError> {
+        self.command_observed(op).map(|_| ())
+    }
+
+    /// [`Self::command`], answering what both sides showed.
+    fn command_observed(&mut self, op: Op) -> Result<rill_fuzz::Observed, TestCaseError> {
         let cmd = Command { now_ms: self.now, op };
         let before = self.real.clone();
         let mut effects = Vec::new();
@@ -422,7 +653,7 @@ impl Run {
         if !real.mutated {
             prop_assert!(self.real == before, "{:?} changed state without mutating", cmd.op);
         }
-        Ok(())
+        Ok(real)
     }
 
     /// Reads on both sides; returns `(next_offset, up_to_date)` on success.
@@ -504,6 +735,14 @@ impl Run {
             .flat_map(|(b, groups)| groups.iter().map(move |(g, m)| ((b.clone(), g.clone()), m.clone())))
             .collect();
         prop_assert_eq!(&members, &self.model.members, "membership");
+        prop_assert_eq!(self.real.fork_outbox(), self.model.fork_outbox(), "fork outbox");
+        let book = postcard::to_allocvec(self.real.forks()).unwrap();
+        prop_assert!(
+            book == self.model.forks.encoded(),
+            "fork book: real {:?}, model {:?}",
+            self.real.forks(),
+            self.model.forks
+        );
         for s in 0..IDS {
             let real = self.real.head_view(&id(s), self.now).map_err(|e| Fault::of(&e));
             prop_assert_eq!(real, self.model.head(&id(s), self.now), "head of {}", id(s));

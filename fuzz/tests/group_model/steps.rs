@@ -115,6 +115,57 @@ pub(crate) enum QueueAction {
 /// Queue group names: two of their own and one a lease name too.
 pub(crate) const QUEUE_NAMES: [&str; 3] = ["q0", "q1", "g0"];
 
+/// Where a fork's prefix ends, resolved against the source's retained
+/// records (the `r`-th, wrapping) the way a client names it.
+#[derive(Clone, Debug)]
+pub(crate) enum PointPick {
+    Tail,
+    /// This far above the retained start (past the tail when it is).
+    Offset(u64),
+    /// `bytes` into a record (past its end when it is).
+    IntoRecord {
+        r: usize,
+        bytes: u64,
+    },
+    /// `count` records from one (more than there are when it is).
+    Records {
+        r: usize,
+        count: u64,
+    },
+}
+
+/// Which source a fork's pin names.
+#[derive(Clone, Debug)]
+pub(crate) enum SourcePick {
+    /// The incarnation copied.
+    Right,
+    /// Another incarnation (as if the source was re-created meanwhile).
+    WrongIncarnation,
+    /// A stream that is not there (the copy made up).
+    Unknown,
+}
+
+/// A fork command resolved against the model's fork book, or a query.
+#[derive(Clone, Debug)]
+pub(crate) enum ForkAction {
+    /// Pin the `n`-th pin owed (another incarnation when `wrong`).
+    Pin { wrong: bool },
+    /// Answer the `n`-th pin owed with `pinned`.
+    PinAck { pinned: bool },
+    /// Deliver the `n`-th unpin owed, or, when `held`, drop the `n`-th pin
+    /// held whether or not its fork is gone.
+    Unpin { held: bool },
+    /// Drop the `n`-th outbox entry as delivered.
+    Done,
+    /// Deliver the `n`-th outbox entry as the fork keeper does: pin then
+    /// answer, or unpin then done.
+    Deliver,
+    /// Delete the `n`-th source with pins (or tombstone), or fork.
+    Delete { source: bool },
+    /// Compare what a fork needs of stream `s`.
+    Source,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum At {
     Abs(u64),
@@ -231,6 +282,30 @@ pub(crate) enum Step {
     Roundtrip {
         cut: usize,
     },
+    /// Fork stream `src` into `dst` (a fresh name above `IDS`), with the
+    /// prefix copied from the model at `point`, the pin naming `source`,
+    /// its own life (`None`: the source's) and initial records; `broken`
+    /// 1 makes the copy end off its fork offset, 2 adds an empty record, 3
+    /// forks the source onto itself; `again` resends the last fork request
+    /// (a client retry, with a new token).
+    Fork {
+        src: usize,
+        dst: usize,
+        point: PointPick,
+        source: SourcePick,
+        life: Option<Life>,
+        initial: Option<usize>,
+        broken: u8,
+        again: bool,
+    },
+    /// A fork command or query (see [`ForkAction`]).
+    ForkOp {
+        s: usize,
+        action: ForkAction,
+        n: usize,
+    },
+    /// Purge a bucket.
+    Purge(usize),
 }
 
 pub(crate) fn prod() -> impl Strategy<Value = Prod> {
@@ -357,6 +432,103 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(s, g, o, action, ttl_ms, stale, at)| Step::Lease { s, g, o, action, ttl_ms, stale, at }),
         5 => queue(s(), prop_oneof![3 => Just(0u64), 3 => 1..2_000u64, 1 => Just(u64::MAX)], 0..5usize, 1, 4),
         1 => (s(), 0..30usize).prop_map(|(s, max_len)| Step::Bootstrap { s, max_len }),
+        1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
+        2 => fork(s()),
+        3 => fork_op(s()),
+    ]
+}
+
+fn point() -> impl Strategy<Value = PointPick> {
+    prop_oneof![
+        3 => Just(PointPick::Tail),
+        2 => (0..30u64).prop_map(PointPick::Offset),
+        2 => (0..6usize, 0..12u64).prop_map(|(r, bytes)| PointPick::IntoRecord { r, bytes }),
+        2 => (0..6usize, 0..4u64).prop_map(|(r, count)| PointPick::Records { r, count }),
+    ]
+}
+
+/// A fork of a stream picked by `s` into a fresh name, mostly.
+fn fork(s: impl Strategy<Value = usize>) -> impl Strategy<Value = Step> {
+    let source = prop_oneof![
+        8 => Just(SourcePick::Right),
+        1 => Just(SourcePick::WrongIncarnation),
+        1 => Just(SourcePick::Unknown),
+    ];
+    let dst = prop_oneof![4 => IDS..2 * IDS, 1 => 0..IDS];
+    let broken = prop_oneof![20 => Just(0u8), 1 => 1..4u8];
+    (s, dst, point(), source, proptest::option::weighted(0.3, life()), proptest::option::weighted(0.3, len()))
+        .prop_flat_map(move |(src, dst, point, source, life, initial)| {
+            (broken.clone(), proptest::bool::weighted(0.08)).prop_map(move |(broken, again)| Step::Fork {
+                src,
+                dst,
+                point: point.clone(),
+                source: source.clone(),
+                life: life.clone(),
+                initial,
+                broken,
+                again,
+            })
+        })
+}
+
+/// A fork command or query on the fork book (or stream `s`).
+fn fork_op(s: impl Strategy<Value = usize>) -> impl Strategy<Value = Step> {
+    let action = prop_oneof![
+        3 => proptest::bool::weighted(0.15).prop_map(|wrong| ForkAction::Pin { wrong }),
+        3 => proptest::bool::weighted(0.8).prop_map(|pinned| ForkAction::PinAck { pinned }),
+        2 => proptest::bool::weighted(0.15).prop_map(|held| ForkAction::Unpin { held }),
+        2 => Just(ForkAction::Done),
+        6 => Just(ForkAction::Deliver),
+        3 => proptest::bool::weighted(0.6).prop_map(|source| ForkAction::Delete { source }),
+        1 => Just(ForkAction::Source),
+    ];
+    (s, action, 0..6usize).prop_map(|(s, action, n)| Step::ForkOp { s, action, n })
+}
+
+/// A mix for forks: lasting and expiring sources with records, forks of
+/// them and of forks, the keeper's deliveries and the raw steps out of
+/// order, deletes of sources and forks (tombstones, the cascade), expiry,
+/// retention, purges and snapshot round trips.
+pub(crate) fn fork_step() -> impl Strategy<Value = Step> {
+    let s = || 0..IDS * 4;
+    let create =
+        (0..IDS, 1..8usize, prop_oneof![4 => Just(Life::Forever), 1 => (1..4u64).prop_map(Life::Ttl)])
+            .prop_map(|(s, payload, life)| Step::Create {
+                s,
+                ct: None,
+                payload: Some(payload),
+                closed: false,
+                life,
+                attrs: None,
+                producer: None,
+                seq: None,
+                more: Vec::new(),
+            });
+    let append =
+        (s(), len(), prop_oneof![3 => Just(Vec::new()), 1 => proptest::collection::vec(len(), 1..3)])
+            .prop_map(|(s, len, more)| Step::Append {
+                s,
+                len,
+                more,
+                ct: None,
+                close_after: false,
+                seq: None,
+                producer: None,
+            });
+    prop_oneof![
+        4 => create,
+        6 => append,
+        2 => (0..1_500u64).prop_map(Step::Advance),
+        1 => Just(Step::ExpireDue),
+        8 => fork(s()),
+        12 => fork_op(s()),
+        1 => s().prop_map(Step::Delete),
+        1 => (s(), at()).prop_map(|(s, at)| Step::Retain { s, at }),
+        1 => (s(), prop_oneof![Just(At::FromTail(0)), (0..4u64).prop_map(At::FromRetained)], 0..3u8)
+            .prop_map(|(s, at, variant)| Step::Publish { s, at, variant, ct: 0, digest: Digest::Absent }),
+        2 => (s(), at(), 0..30usize).prop_map(|(s, at, max_len)| Step::ReadRecords { s, at, max_len }),
+        1 => s().prop_map(Step::ReadAll),
+        1 => (0..BUCKETS.len()).prop_map(Step::Purge),
         1 => any::<usize>().prop_map(|cut| Step::Roundtrip { cut }),
     ]
 }

@@ -385,7 +385,7 @@ mutation!(SetRetention, "set_retention_policy", |r| Op::SetRetention(RetentionSe
 mutation!(ForkCreate, "fork", |f| {
         let more = f.create.more_records.clone();
         let create = command::Create::from(f.create);
-        Op::ForkCreate(command::ForkCreate {
+        Op::ForkCreate(Box::new(command::ForkCreate {
             create,
             more,
             start: f.start,
@@ -397,7 +397,7 @@ mutation!(ForkCreate, "fork", |f| {
                 point: f.point,
                 end: f.end,
             },
-        })
+        }))
     }, CreateReply, Response::Create(r) => r);
 mutation!(ForkPin, "fork_pin", |p| Op::ForkPin(command::ForkPin {
         source: p.source,

@@ -116,8 +116,10 @@ pub enum Op {
     SetRetention(RetentionSet),
     /// Reclaim what a stream's retention policy allows (WAL format 5).
     Reclaim(Reclaim),
-    /// Create a fork with its copy of the source's prefix (WAL format 6).
-    ForkCreate(ForkCreate),
+    /// Create a fork with its copy of the source's prefix (WAL format 6;
+    /// boxed, as it is much larger than the other commands, which postcard
+    /// encodes exactly as the unboxed value).
+    ForkCreate(Box<ForkCreate>),
     /// Pin a source for a fork (WAL format 6).
     ForkPin(ForkPin),
     /// The source's answer to a pin, on the fork's group (WAL format 6).

@@ -79,6 +79,12 @@ impl ForkBook {
     pub(crate) fn is_pinned(&self, id: &StreamId) -> bool {
         self.sources.get(id).is_some_and(|s| !s.pins.is_empty())
     }
+    /// A name that is not a live stream answers `StreamGone`: a tombstone,
+    /// or a pinned source that expired and awaits its sweep (SPEC §2
+    /// "Forks": expiring a pinned source is a soft delete too).
+    pub(crate) fn is_gone(&self, id: &StreamId) -> bool {
+        self.is_tombstone(id) || self.is_pinned(id)
+    }
     /// Messages owed to other groups.
     pub fn outbox_len(&self) -> usize {
         self.outbox.len()

@@ -420,7 +420,7 @@ impl GroupState {
         };
         match streams.get(id.stream()) {
             Some(stream) if !stream.is_expired(now_ms) => Ok(stream),
-            _ if self.forks.is_tombstone(id) => Err(forks::gone(id)),
+            _ if self.forks.is_gone(id) => Err(forks::gone(id)),
             _ => Err(ErrorKind::StreamNotFound {
                 bucket: id.bucket().to_string(),
                 stream: id.stream().to_string(),

@@ -169,8 +169,8 @@ fn header_layout_and_round_trip() {
     assert_eq!(HEADER_LEN, BLOCK);
     assert_eq!(&bytes[0..8], b"RILLWAL\0");
     assert_eq!(MAGIC, *b"RILLWAL\0");
-    assert_eq!(&bytes[8..10], &[5, 0]);
-    assert_eq!(FORMAT_VERSION, 5);
+    assert_eq!(&bytes[8..10], &[6, 0]);
+    assert_eq!(FORMAT_VERSION, 6);
     assert_eq!(&bytes[10..12], &[0, 0]);
     assert_eq!(&bytes[12..16], &[0x0D, 0x0C, 0x0B, 0x0A]);
     assert_eq!(&bytes[16..24], &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
@@ -178,10 +178,10 @@ fn header_layout_and_round_trip() {
     assert_eq!(&bytes[32..36], &crc32c::crc32c(&bytes[..32]).to_le_bytes());
     assert!(bytes[36..].iter().all(|&b| b == 0));
     assert_eq!(SegmentHeader::decode(&bytes), Ok(header));
-    // Version 1 to 4 headers (what earlier releases wrote) still read,
+    // Version 1 to 5 headers (what earlier releases wrote) still read,
     // and keep their version; one newer than this build is refused, naming
     // both versions.
-    for version in [1, 2, 3, 4] {
+    for version in [1, 2, 3, 4, 5] {
         let old = SegmentHeader { version, ..header };
         assert_eq!(SegmentHeader::decode(&old.encode()), Ok(old));
     }
@@ -190,7 +190,7 @@ fn header_layout_and_round_trip() {
     let crc = crc32c::crc32c(&future[..32]);
     future[32..36].copy_from_slice(&crc.to_le_bytes());
     let err = SegmentHeader::decode(&future).expect_err("a newer version");
-    assert!(err.to_string().contains("version 6") && err.to_string().contains("1 to 5"), "{err}");
+    assert!(err.to_string().contains("version 7") && err.to_string().contains("1 to 6"), "{err}");
     // Bytes after the header block (the records) do not matter to it.
     let mut longer = bytes.clone();
     longer.extend_from_slice(&[0xFF; 100]);

@@ -7,8 +7,9 @@ use bytes::Bytes;
 
 use super::{sid, small_limits, Harness};
 use crate::error::ErrorCode;
-use crate::state::api::{Append, AppendBatch, Create, PublishSnapshot};
-use crate::state::command::Op;
+use crate::state::api::{Append, AppendBatch, Create, ForkPoint, PublishSnapshot};
+use crate::state::command::{ForkOrigin, Op};
+use crate::state::group::forks::{ForkBook, Origin, SourcePins};
 use crate::state::group::{GroupLimits, GroupState, StreamState};
 
 /// A group with a bit of everything in it.
@@ -78,11 +79,16 @@ fn bit_flips_are_corrupted() {
     }
 }
 
-/// Re-seals a body behind a valid header and checksum, to reach the checks
-/// that run after the checksum.
+/// Re-seals a body behind a valid header (of the current version, 6) and
+/// checksum, to reach the checks that run after the checksum.
 fn seal(group: u32, group_count: u32, commit_index: u64, body: &[u8]) -> Vec<u8> {
+    seal_version(6, group, group_count, commit_index, body)
+}
+
+/// [`seal`] with the header naming `version`.
+fn seal_version(version: u16, group: u32, group_count: u32, commit_index: u64, body: &[u8]) -> Vec<u8> {
     let mut out = b"RILLGSNP".to_vec();
-    out.extend_from_slice(&5u16.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&group.to_le_bytes());
     out.extend_from_slice(&group_count.to_le_bytes());
     out.extend_from_slice(&commit_index.to_le_bytes());
@@ -122,19 +128,52 @@ fn sealed_garbage_is_corrupted() {
         BTreeMap::from([("a/b".to_string(), BTreeMap::new())]);
     let cold = crate::state::group::ColdState::default();
     let members: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> = BTreeMap::new();
-    let body = postcard::to_stdvec(&(&bad_bucket, &cold, &members)).unwrap();
+    let forks = ForkBook::default();
+    let body = postcard::to_stdvec(&(&bad_bucket, &cold, &members, &forks)).unwrap();
     assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
     let good_bucket: BTreeMap<String, BTreeMap<String, StreamState>> =
         BTreeMap::from([("ab".to_string(), BTreeMap::new())]);
-    let body = postcard::to_stdvec(&(&good_bucket, &cold, &members)).unwrap();
+    let body = postcard::to_stdvec(&(&good_bucket, &cold, &members, &forks)).unwrap();
     assert!(decode(&seal(0, 1, 0, &body)).is_ok());
+    // The same parts without a fork book are a version 5 body: read under
+    // version 5, refused under version 6 (and the other way round).
+    let v5_body = postcard::to_stdvec(&(&good_bucket, &cold, &members)).unwrap();
+    assert!(decode(&seal_version(5, 0, 1, 0, &v5_body)).is_ok());
+    assert_eq!(decode(&seal(0, 1, 0, &v5_body)).unwrap_err().code(), ErrorCode::Corrupted);
+    assert_eq!(decode(&seal_version(5, 0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
     // So does a membership bucket, and an empty consumer group is refused.
     let bad_members = BTreeMap::from([("a/b".to_string(), BTreeMap::from([("g".to_string(), BTreeMap::from([("c".to_string(), 5u64)]))]))]);
-    let body = postcard::to_stdvec(&(&good_bucket, &cold, &bad_members)).unwrap();
+    let body = postcard::to_stdvec(&(&good_bucket, &cold, &bad_members, &forks)).unwrap();
     assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
     let empty_group = BTreeMap::from([("ab".to_string(), BTreeMap::from([("g".to_string(), BTreeMap::<String, u64>::new())]))]);
-    let body = postcard::to_stdvec(&(&good_bucket, &cold, &empty_group)).unwrap();
+    let body = postcard::to_stdvec(&(&good_bucket, &cold, &empty_group, &forks)).unwrap();
     assert_eq!(decode(&seal(0, 1, 0, &body)).unwrap_err().code(), ErrorCode::Corrupted);
+    // A fork book that breaks its invariants: a tombstone without pins, a
+    // pin on a stream that is not stored, an origin of no stored fork.
+    let ab = |s: &str| crate::state::name::StreamId::new("ab", s).unwrap();
+    let tombstone = SourcePins { incarnation: 1, pins: BTreeMap::new(), deleted: true };
+    let live = SourcePins { incarnation: 1, pins: BTreeMap::from([(7, ab("f"))]), deleted: false };
+    let origin = Origin {
+        origin: ForkOrigin {
+            source: ab("s"),
+            source_incarnation: 1,
+            token: 7,
+            point: ForkPoint::Tail,
+            end: 0,
+        },
+        pinned: true,
+    };
+    let books = [
+        ForkBook { sources: BTreeMap::from([(ab("s"), tombstone)]), ..ForkBook::default() },
+        ForkBook { sources: BTreeMap::from([(ab("s"), live)]), ..ForkBook::default() },
+        ForkBook { origins: BTreeMap::from([(ab("f"), origin)]), ..ForkBook::default() },
+    ];
+    for book in books {
+        let body = postcard::to_stdvec(&(&good_bucket, &cold, &members, &book)).unwrap();
+        let err = decode(&seal(0, 1, 0, &body)).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "{book:?}");
+        assert!(err.to_string().contains("fork"), "{err}");
+    }
     let mut bad_version = bytes.clone();
     bad_version[8] = 1;
     assert_eq!(decode(&bad_version).unwrap_err().code(), ErrorCode::Corrupted);

@@ -12,13 +12,13 @@ fn fork_op(name: &str, source: &str, token: u64, point: ForkPoint, start: u64, i
     let inherited: Vec<Bytes> = inherited.iter().map(|r| Bytes::from_static(r)).collect();
     let end = start + inherited.iter().map(|r| r.len() as u64).sum::<u64>();
     let create = command::Create::from(Create::new(sid(name)).content_type("text/plain"));
-    Op::ForkCreate(command::ForkCreate {
+    Op::ForkCreate(Box::new(command::ForkCreate {
         create,
         more: Vec::new(),
         start,
         inherited,
         origin: ForkOrigin { source: sid(source), source_incarnation: incarnation(source), token, point, end },
-    })
+    }))
 }
 
 /// Streams created by `Harness::create` in these tests get the commit
