@@ -69,7 +69,7 @@ pub(crate) struct Inner {
     /// The core the next [`Engine::sleep`] is timed on (taken in turn).
     pub(crate) next_timer_core: std::sync::atomic::AtomicUsize,
     /// Wakes the fork keeper (`fork_keeper.rs`), set right after open.
-    pub(crate) fork_keeper: std::sync::OnceLock<crate::fork_keeper::Kicker>,
+    pub(crate) fork_keeper: std::sync::OnceLock<crate::kick::Kicker>,
     /// Held while a fork's pin is delivered (by `Engine::fork` or the
     /// keeper), so an unpin never overtakes its pin (`fork.rs`).
     pub(crate) fork_pins: futures::lock::Mutex<()>,
@@ -107,7 +107,7 @@ impl Engine {
                 fork_pins: futures::lock::Mutex::new(()),
             }),
         };
-        crate::fork_keeper::attach(&engine.inner);
+        start_fork_keeper(&engine.inner);
         Ok(engine)
     }
 
@@ -594,6 +594,32 @@ impl Drop for Inner {
             // rest of the process rather than let another engine in.
             tracing::warn!("engine dropped while a core was still running; its thread is detached");
             std::mem::forget(self.lock.lock().take());
+        }
+    }
+}
+
+/// Starts the fork keeper (`fork_keeper.rs`) of a freshly opened engine.
+/// It holds the engine weakly: a round upgrades, runs and lets go, so the
+/// keeper never keeps an engine open.
+fn start_fork_keeper(inner: &Arc<Inner>) {
+    let weak = Arc::downgrade(inner);
+    let round = move || {
+        let Some(inner) = weak.upgrade() else { return false };
+        if inner.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        let engine = Engine { inner };
+        if let Err(e) = futures::executor::block_on(engine.keep_forks()) {
+            tracing::debug!(error = %e, "fork keeper round failed; the next round retries");
+        }
+        true
+    };
+    match crate::kick::start(round) {
+        Ok(kicker) => {
+            let _ = inner.fork_keeper.set(kicker);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not start the fork keeper; fork pins wait for the next open")
         }
     }
 }

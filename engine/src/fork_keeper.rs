@@ -6,7 +6,7 @@
 //! purge, or a soft-deleted fork's last pin going) until the source logged
 //! it. [`Engine::fork`] delivers its own pin; everything else, and anything
 //! a crash or shutdown interrupted, is the keeper's: one thread per engine
-//! that wakes on a kick (after a delete) or every [`KEEPER_INTERVAL`],
+//! (`kick.rs`) that wakes on a kick (after a delete) or every 200 ms,
 //! looks at each group's outbox gauge, and for a group that owes something
 //! reads the outbox, waits until the group's log is durable up to it (so
 //! nothing is sent for a removal a crash could still undo), and delivers
@@ -18,51 +18,12 @@
 //! it stops when the engine is shut down or dropped.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use rill_shard::api::ForkOwed;
 use rill_shard::node::calls;
 use rill_shard::{Placement, Result};
 
-use crate::engine::{Engine, Inner};
-
-/// How often the keeper looks at the outbox gauges without a kick.
-pub(crate) const KEEPER_INTERVAL: Duration = Duration::from_millis(200);
-
-/// Wakes the keeper thread.
-#[derive(Debug)]
-pub(crate) struct Kicker(SyncSender<()>);
-
-impl Kicker {
-    /// Asks for a round now (a full kick queue already asks).
-    pub(crate) fn kick(&self) {
-        let _ = self.0.try_send(());
-    }
-}
-
-/// Starts the keeper of the engine behind `weak`; the kicker wakes it, and
-/// dropping the kicker (with the engine) ends it.
-pub(crate) fn start(weak: Weak<Inner>) -> std::io::Result<Kicker> {
-    let (tx, rx) = mpsc::sync_channel(1);
-    std::thread::Builder::new().name("rill-fork-keeper".into()).spawn(move || loop {
-        match rx.recv_timeout(KEEPER_INTERVAL) {
-            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        let Some(inner) = weak.upgrade() else { return };
-        if inner.closed.load(Ordering::Acquire) {
-            return;
-        }
-        let engine = Engine { inner };
-        if let Err(e) = futures::executor::block_on(engine.keep_forks()) {
-            tracing::debug!(error = %e, "fork keeper round failed; the next round retries");
-        }
-        drop(engine);
-    })?;
-    Ok(Kicker(tx))
-}
+use crate::engine::Engine;
 
 impl Engine {
     /// One keeper round: every group whose outbox gauge is above zero.
@@ -114,18 +75,6 @@ impl Engine {
     pub(crate) fn kick_fork_keeper(&self) {
         if let Some(kicker) = self.inner.fork_keeper.get() {
             kicker.kick();
-        }
-    }
-}
-
-/// Starts the keeper for a freshly opened engine.
-pub(crate) fn attach(inner: &Arc<Inner>) {
-    match start(Arc::downgrade(inner)) {
-        Ok(kicker) => {
-            let _ = inner.fork_keeper.set(kicker);
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not start the fork keeper; fork pins wait for the next open")
         }
     }
 }

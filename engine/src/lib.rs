@@ -32,6 +32,7 @@ pub mod consumer;
 mod engine;
 mod fork;
 mod fork_keeper;
+mod kick;
 mod metrics;
 mod queues;
 mod retention;

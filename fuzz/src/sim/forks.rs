@@ -43,7 +43,7 @@
 //! call's own pin that reaches the source after the fork was deleted and
 //! its unpin already delivered pins a fork that no longer exists.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use rill_shard::error::ErrorCode;
@@ -54,6 +54,7 @@ use rill_shard::state::command::{
 use rill_shard::wal::log::LogStore;
 use rill_shard::StreamId;
 
+use super::fork_state::{AckedFork, ForkJob, KeeperRound, Prefix, Stage, Wait};
 use super::kit::{ensure, guard, Fail};
 use super::plan::{ForkAction, PointPick};
 use super::world::Sim;
@@ -63,98 +64,6 @@ use crate::observe::{Fault, Outcome};
 /// stuck (a round delivers everything owed when it started; each link of a
 /// chain takes one more).
 const DRAIN_ROUNDS: usize = 32;
-
-/// A log position a step waits for: `(core, lsn)`.
-type Wait = Option<(usize, u64)>;
-
-/// The fork calls, the keeper and what the checks remember.
-#[derive(Debug, Default)]
-pub(super) struct Forks {
-    /// `Engine::fork` calls in flight.
-    jobs: Vec<ForkJob>,
-    /// The keeper's round in progress.
-    keeper: Option<KeeperRound>,
-    /// Forks whose call answered with the pin held.
-    acked: Vec<AckedFork>,
-    /// The last fork request (source, fork, point, TTL), for a retry.
-    last: Option<(StreamId, StreamId, ForkPoint, Option<u64>)>,
-    /// `(source, token)` of pins a purge of the source's bucket dropped.
-    purged: BTreeSet<(StreamId, u64)>,
-    /// `(source, token)` of pins a fork call sent after its fork had lost
-    /// its origin (deleted meanwhile): the known leak when the fork's unpin
-    /// was delivered first (module docs).
-    late: BTreeSet<(StreamId, u64)>,
-    /// Those of them a drain found leaked.
-    leaked: BTreeSet<(StreamId, u64)>,
-    /// Tokens handed out.
-    tokens: u64,
-}
-
-/// One `Engine::fork` call after its `ForkCreate`.
-#[derive(Clone, Debug)]
-struct ForkJob {
-    fork: StreamId,
-    source: StreamId,
-    token: u64,
-    copy: Prefix,
-    /// The fork's incarnation (the commit index of its create).
-    incarnation: u64,
-    stage: Stage,
-    wait: Wait,
-}
-
-/// What a fork call does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    Pin,
-    Ack {
-        pinned: bool,
-    },
-    /// `decided`: this call's answer was the one the fork's group logged
-    /// (not the keeper's, delivered first).
-    Answer {
-        pinned: bool,
-        decided: bool,
-    },
-}
-
-/// What a fork copied: the source's incarnation, the copy's start, its
-/// bytes, the fork offset.
-#[derive(Clone, Debug)]
-struct Prefix {
-    source_incarnation: u64,
-    start: u64,
-    bytes: Vec<u8>,
-    end: u64,
-}
-
-/// A fork whose call answered with the pin held.
-#[derive(Clone, Debug)]
-struct AckedFork {
-    fork: StreamId,
-    source: StreamId,
-    token: u64,
-    copy: Prefix,
-    incarnation: u64,
-}
-
-/// The keeper's round: what it read in a group's outbox and still has to
-/// deliver, the half of an entry delivered, what the next step waits for.
-#[derive(Clone, Debug)]
-struct KeeperRound {
-    owed: VecDeque<ForkOwed>,
-    /// The first half of the entry being delivered, and the source's answer.
-    half: Option<(ForkOwed, bool)>,
-    wait: Wait,
-}
-
-impl Forks {
-    /// A crash ends every fork call and the keeper's round.
-    pub(super) fn crashed(&mut self) {
-        self.jobs.clear();
-        self.keeper = None;
-    }
-}
 
 impl Sim {
     /// Runs one fork operation.

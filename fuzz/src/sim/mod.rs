@@ -28,6 +28,7 @@
 pub mod checks;
 pub mod cold;
 pub mod device;
+mod fork_state;
 mod forks;
 pub mod kit;
 pub mod packs;

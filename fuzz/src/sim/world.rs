@@ -167,7 +167,7 @@ pub(super) struct Sim {
     pub corrupt_reads: Cell<u64>,
     /// Fork calls and the fork keeper in flight, and what the fork checks
     /// remember.
-    pub forks: super::forks::Forks,
+    pub forks: super::fork_state::Forks,
 }
 
 /// Applies a logged entry to a state and its model (the way replay does).

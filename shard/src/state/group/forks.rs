@@ -191,14 +191,14 @@ impl GroupState {
             if !same {
                 return Err(ErrorKind::StreamConflict { field: "forked_from" }.into());
             }
-            super::ops::settings_match(existing, &req.create)?;
+            super::create_rules::settings_match(existing, &req.create)?;
             return Ok(Response::Create(CreateReply {
                 already_exists: true,
                 next_offset: existing.next_offset,
                 commit_index: self.commit_index,
             }));
         }
-        let prefix = super::ops::Prefix { start: req.start, records: &req.inherited };
+        let prefix = super::create_rules::Prefix { start: req.start, records: &req.inherited };
         let response = self.create_with(&req.create, &req.more, Some(prefix), now, effects)?;
         let token = req.origin.token;
         self.forks.origins.insert(id.clone(), Origin { origin: req.origin.clone(), pinned: false });

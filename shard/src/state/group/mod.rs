@@ -36,6 +36,7 @@ mod checks;
 pub mod cold;
 pub(crate) mod consumer_state;
 mod consumers;
+mod create_rules;
 mod forks;
 mod members;
 mod ops;

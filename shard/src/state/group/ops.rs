@@ -29,6 +29,7 @@ use crate::state::api::{validate_attrs, BatchReply, CloseReply, CreateReply};
 use crate::state::command::{Append, AppendBatch, Close, Create, Effect, Producer, Response};
 use crate::state::group::producer::{self, ItemFailure, ItemOutcome, Landed, ProducerCheck, ProducerEntry};
 use crate::state::group::stream::StreamState;
+use crate::state::group::create_rules::{settings_match, Prefix};
 use crate::state::group::GroupState;
 
 impl GroupState {
@@ -355,29 +356,6 @@ fn check_records(first: Option<&Bytes>, more: &[Bytes]) -> Result<()> {
         return Err(Error::bad_request("a record of a multi-record create or append is empty"));
     }
     Ok(())
-}
-
-/// A fork's inherited records and where they start
-/// ([`GroupState::create_with`]).
-pub(crate) struct Prefix<'a> {
-    pub(crate) start: u64,
-    pub(crate) records: &'a [Bytes],
-}
-
-/// An idempotent create must match the stored settings (SPEC §2 Create).
-pub(crate) fn settings_match(existing: &StreamState, req: &Create) -> Result<()> {
-    let field = if existing.content_type != req.effective_content_type() {
-        "content_type"
-    } else if existing.ttl_s != req.ttl_s {
-        "ttl_s"
-    } else if existing.expires_at_ms != req.expires_at_ms {
-        "expires_at_ms"
-    } else if existing.closed != req.closed {
-        "closed"
-    } else {
-        return Ok(());
-    };
-    Err(ErrorKind::StreamConflict { field }.into())
 }
 
 /// A request's content type, when given, must equal the stream's exactly.
