@@ -32,7 +32,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use rill_shard::api::{CreateReply, Fork, ForkOwed, ForkPoint, ForkSourceInfo, Read};
+use rill_shard::api::{CreateReply, Fork, ForkCopy, ForkOwed, ForkPoint, ForkSourceInfo, Read};
 use rill_shard::node::calls;
 use rill_shard::{Error, ErrorKind, Result, StreamId};
 
@@ -143,147 +143,53 @@ impl Engine {
     }
 
     /// Reads the source's records in `[retained start, fork point)`,
-    /// resolving the point: the copy's start, its records, its end.
+    /// resolving the point (`ForkCopy`): the copy's start, its records, its
+    /// end.
     async fn copy_prefix(
         &self,
         source: &StreamId,
         info: &ForkSourceInfo,
         point: ForkPoint,
     ) -> Result<(u64, Vec<Bytes>, u64)> {
-        let start = info.head.retained_offset;
-        let tail = info.head.tail_offset;
-        let bad = |what: String| Err(Error::bad_request(what));
-        // (an offset the copy reaches, and what to keep past it)
-        let (anchor, keep) = match point {
-            ForkPoint::Tail => (tail, Keep::Nothing),
-            ForkPoint::Offset(offset) => (offset, Keep::Nothing),
-            ForkPoint::IntoRecord { offset, bytes: 0 } | ForkPoint::Records { offset, count: 0 } => {
-                (offset, Keep::Nothing)
-            }
-            ForkPoint::IntoRecord { offset, bytes } => (offset, Keep::Bytes(bytes)),
-            ForkPoint::Records { offset, count } => (offset, Keep::Records(count)),
-        };
-        if anchor > tail {
-            return bad(format!("fork offset {anchor} is past the source's tail {tail}"));
-        }
-        if anchor < start {
-            return bad(format!("fork offset {anchor} is below the source's retained start {start}"));
-        }
-        if keep != Keep::Nothing && anchor == tail {
-            return bad(format!("a fork sub-offset needs a record at offset {anchor}, the source's tail"));
-        }
+        let mut copy = ForkCopy::new(point, info.head.retained_offset, info.head.tail_offset)?;
         let limit = self.config().limits.group.max_read_bytes.max(1);
-        let mut records: Vec<(u64, Bytes)> = Vec::new();
-        let mut at = start;
-        // Everything below the anchor, then what `keep` asks past it.
-        let mut wanted_past = match keep {
-            Keep::Nothing => 0,
-            Keep::Bytes(_) => 1,
-            Keep::Records(n) => n,
-        };
-        let mut copied = 0u64;
-        while at < anchor || (wanted_past > 0 && at < tail) {
-            let read = Read::new(source.clone()).offset(at).max_len(limit).records(true);
-            let reply = self.read(read).await?;
-            let first = reply.offset;
-            if first > at {
+        let mut at = copy.start();
+        while copy.wants_read_at(at) {
+            let reply = self.read(Read::new(source.clone()).offset(at).max_len(limit).records(true)).await?;
+            if reply.offset > at {
                 // The first retained record straddles the retained start:
                 // its retained part is a record of the copy, read in pieces
                 // of at most `limit` bytes (a byte read stops there).
                 let mut part = bytes::BytesMut::new();
                 let mut from = at;
-                while from < first {
+                while from < reply.offset {
                     let piece = self
-                        .read(Read::new(source.clone()).offset(from).max_len((first - from) as usize))
+                        .read(Read::new(source.clone()).offset(from).max_len((reply.offset - from) as usize))
                         .await?;
-                    if piece.offset != from || piece.payload.is_empty() || piece.next_offset > first {
-                        return Err(changed(source));
+                    if piece.offset != from || piece.payload.is_empty() || piece.next_offset > reply.offset {
+                        return Err(Error::new(ErrorKind::StreamConflict {
+                            field: "source (changed during the fork)",
+                        }));
                     }
                     part.extend_from_slice(&piece.payload);
                     from = piece.next_offset;
                 }
-                records.push((at, part.freeze()));
+                copy.take_part(at, part.freeze());
             }
             if reply.payload.is_empty() {
                 break;
             }
-            for (meta, payload) in reply.record_iter() {
-                if meta.offset >= anchor {
-                    if wanted_past == 0 {
-                        break;
-                    }
-                    wanted_past -= 1;
-                }
-                records.push((meta.offset, payload));
-            }
-            copied = records.iter().map(|(_, r)| r.len() as u64).sum();
-            if copied > MAX_FORK_COPY_BYTES {
-                return Err(Error::new(ErrorKind::PayloadTooLarge {
-                    len: copied,
-                    limit: MAX_FORK_COPY_BYTES,
-                }));
+            copy.take(&reply);
+            if copy.copied() > MAX_FORK_COPY_BYTES {
+                let len = copy.copied();
+                return Err(Error::new(ErrorKind::PayloadTooLarge { len, limit: MAX_FORK_COPY_BYTES }));
             }
             at = reply.next_offset;
         }
-        let _ = copied;
-        let end = match keep {
-            Keep::Nothing => anchor,
-            Keep::Bytes(n) => {
-                let Some((offset, record)) = records.iter().find(|(offset, _)| *offset >= anchor) else {
-                    return bad(format!("no record of the source starts at fork offset {anchor}"));
-                };
-                if *offset != anchor {
-                    return bad(format!("fork offset {anchor} is not where a record of the source starts"));
-                }
-                if n > record.len() as u64 {
-                    return bad(format!(
-                        "fork sub-offset {n} is past the end of the {}-byte record at {anchor}",
-                        record.len()
-                    ));
-                }
-                anchor + n
-            }
-            Keep::Records(n) => {
-                let past: Vec<&(u64, Bytes)> =
-                    records.iter().filter(|(offset, _)| *offset >= anchor).collect();
-                if past.first().is_some_and(|(offset, _)| *offset != anchor) {
-                    return bad(format!("fork offset {anchor} is not where a record of the source starts"));
-                }
-                if (past.len() as u64) < n {
-                    return bad(format!(
-                        "fork sub-offset {n} is past the {} records from offset {anchor}",
-                        past.len()
-                    ));
-                }
-                let (offset, record) = past[n as usize - 1];
-                offset + record.len() as u64
-            }
-        };
-        // Copied out of what the reads returned: a read of cold bytes is a
-        // view of the source's memory-mapped pack file, which the fork must
-        // not keep alive (or reachable) once its source's bucket lets it go.
-        let mut inherited = Vec::with_capacity(records.len());
-        for (offset, record) in records {
-            if offset >= end {
-                break;
-            }
-            let len = (end - offset).min(record.len() as u64) as usize;
-            inherited.push(Bytes::copy_from_slice(&record[..len]));
-        }
+        let start = copy.start();
+        let (end, inherited) = copy.finish()?;
         Ok((start, inherited, end))
     }
-}
-
-/// What a fork keeps past its anchor offset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Keep {
-    Nothing,
-    Bytes(u64),
-    Records(u64),
-}
-
-fn changed(_source: &StreamId) -> Error {
-    Error::new(ErrorKind::StreamConflict { field: "source (changed during the fork)" })
 }
 
 /// A token no other fork creation uses: the time, a process-wide counter

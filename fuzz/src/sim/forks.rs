@@ -47,7 +47,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 use rill_shard::error::ErrorCode;
-use rill_shard::state::api::{ForkOwed, ForkPoint, HeadReply, Read};
+use rill_shard::state::api::{ForkCopy, ForkOwed, ForkPoint, HeadReply, Read};
 use rill_shard::state::command::{
     self, ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck, ForkUnpin, Op,
 };
@@ -232,23 +232,13 @@ impl Sim {
         head: &HeadReply,
         point: ForkPoint,
     ) -> Result<Option<Result<(u64, Vec<Bytes>, u64), Fault>>, Fail> {
-        let (start, tail) = (head.retained_offset, head.tail_offset);
         let bad = || Ok(Some(Err(Fault::new(ErrorCode::BadRequest))));
-        let (anchor, past) = match point {
-            ForkPoint::Tail => (tail, 0),
-            ForkPoint::Offset(offset)
-            | ForkPoint::IntoRecord { offset, bytes: 0 }
-            | ForkPoint::Records { offset, count: 0 } => (offset, 0),
-            ForkPoint::IntoRecord { offset, .. } => (offset, 1),
-            ForkPoint::Records { offset, count } => (offset, count),
-        };
-        if anchor > tail || anchor < start || (past > 0 && anchor == tail) {
+        let Ok(mut copy) = ForkCopy::new(point, head.retained_offset, head.tail_offset) else {
             return bad();
-        }
+        };
         let limit = self.setup.limits.max_read_bytes.max(1);
-        let mut records: Vec<(u64, Bytes)> = Vec::new();
-        let (mut at, mut wanted_past) = (start, past);
-        while at < anchor || (wanted_past > 0 && at < tail) {
+        let mut at = copy.start();
+        while copy.wants_read_at(at) {
             let req = Read::new(source.clone()).offset(at).max_len(limit).records(true);
             let reply = match self.real_read(g, &req)? {
                 None => return Ok(None),
@@ -274,47 +264,19 @@ impl Sim {
                     part.extend_from_slice(&piece.payload);
                     from = piece.next_offset;
                 }
-                records.push((at, part.freeze()));
+                copy.take_part(at, part.freeze());
             }
             if reply.payload.is_empty() {
                 break;
             }
-            for (meta, payload) in reply.record_iter() {
-                if meta.offset >= anchor {
-                    if wanted_past == 0 {
-                        break;
-                    }
-                    wanted_past -= 1;
-                }
-                records.push((meta.offset, payload));
-            }
+            copy.take(&reply);
             at = reply.next_offset;
         }
-        let from_anchor: Vec<&(u64, Bytes)> = records.iter().filter(|(o, _)| *o >= anchor).collect();
-        let end = match point {
-            ForkPoint::IntoRecord { bytes, .. } if bytes > 0 => match from_anchor.first() {
-                Some((o, r)) if *o == anchor && bytes <= r.len() as u64 => anchor + bytes,
-                _ => return bad(),
-            },
-            ForkPoint::Records { count, .. } if count > 0 => {
-                if from_anchor.first().is_some_and(|(o, _)| *o != anchor)
-                    || (from_anchor.len() as u64) < count
-                {
-                    return bad();
-                }
-                let (o, r) = from_anchor[count as usize - 1];
-                o + r.len() as u64
-            }
-            _ => anchor,
-        };
-        // Copied out of the reads, as the engine does (a cold read is a
-        // view of a mapped pack file).
-        let inherited = records
-            .into_iter()
-            .take_while(|(o, _)| *o < end)
-            .map(|(o, r)| Bytes::copy_from_slice(&r[..((end - o) as usize).min(r.len())]))
-            .collect();
-        Ok(Some(Ok((start, inherited, end))))
+        let start = copy.start();
+        match copy.finish() {
+            Ok((end, inherited)) => Ok(Some(Ok((start, inherited, end)))),
+            Err(_) => bad(),
+        }
     }
 
     /// Steps 4 and 5 of every fork call in flight, and its answer, each

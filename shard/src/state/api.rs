@@ -989,3 +989,5 @@ pub enum ForkOwed {
         source: StreamId,
     },
 }
+
+pub use crate::state::fork_copy::ForkCopy;

@@ -6,11 +6,13 @@
 //! * [`group`]: the group state machine ([`group::GroupState`]).
 //! * [`command`]: the logged mutations it applies and what they return.
 //! * [`api`]: request and reply values of the stream API.
+//! * [`fork_copy`]: what a fork copies of its source.
 //! * [`name`]: validated stream names.
 //! * [`integrity`]: order-independent set-sums over records.
 
 pub mod api;
 pub mod command;
+pub mod fork_copy;
 pub mod group;
 pub mod integrity;
 pub mod name;
