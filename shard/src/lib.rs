@@ -56,6 +56,10 @@ modules!(
     packs,
     /// Placement of streams on groups and cores.
     placement,
+    /// Consensus: the one module that names openraft's types. Nothing in
+    /// the single-node build calls it yet (cluster mode is being built).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
+    raft,
     /// The runtime's protocols as sans-IO step machines.
     protocol,
     /// One core's glommio runtime.

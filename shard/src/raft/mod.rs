@@ -1,0 +1,15 @@
+//! Consensus (issue 17): the one place that names openraft's types.
+//!
+//! openraft is pinned to an alpha release whose API moves between
+//! versions, so everything that touches it lives below this module and the
+//! rest of the crate sees rill's own vocabulary. What is here so far:
+//!
+//! * [`rt`]: the glommio runtime adapter openraft runs on. One executor
+//!   per core, every primitive single-threaded (`Rc`, no atomics), no
+//!   tokio anywhere (`cargo tree -p rill-shard -i tokio` prints nothing).
+//!
+//! The replicated group (log storage over the core's WAL, the state
+//! machine over `GroupState`, the transport) builds on these; the design is
+//! in ARCHITECTURE.md, "Replication".
+
+pub mod rt;

@@ -1,0 +1,71 @@
+//! Named sleep and timeout futures over glommio's timer (openraft's
+//! runtime trait needs nameable types). A [`Timeout`] polls its future
+//! first, so a future that is ready when the deadline passes still wins.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use glommio::timer::Timer;
+
+/// Completes once its duration has passed.
+#[derive(Debug)]
+pub struct Sleep {
+    timer: Timer,
+}
+
+impl Sleep {
+    pub(super) fn new(duration: Duration) -> Self {
+        Self { timer: Timer::new(duration) }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.timer).poll(cx).map(|_| ())
+    }
+}
+
+/// The deadline passed before the future finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutError;
+
+impl fmt::Display for TimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline passed")
+    }
+}
+
+impl std::error::Error for TimeoutError {}
+
+pin_project_lite::pin_project! {
+    /// A future raced against a [`Sleep`].
+    #[derive(Debug)]
+    pub struct Timeout<F> {
+        #[pin]
+        future: F,
+        sleep: Sleep,
+    }
+}
+
+impl<F> Timeout<F> {
+    pub(super) fn new(future: F, sleep: Sleep) -> Self {
+        Self { future, sleep }
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, TimeoutError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(value) = this.future.poll(cx) {
+            return Poll::Ready(Ok(value));
+        }
+        Pin::new(this.sleep).poll(cx).map(|()| Err(TimeoutError))
+    }
+}
