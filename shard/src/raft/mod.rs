@@ -13,3 +13,5 @@
 //! in ARCHITECTURE.md, "Replication".
 
 pub mod rt;
+pub mod types;
+pub mod wire;
