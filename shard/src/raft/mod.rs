@@ -15,3 +15,10 @@
 pub mod rt;
 pub mod types;
 pub mod wire;
+pub mod journal;
+pub mod log_image;
+pub mod log_store;
+pub mod state_machine;
+
+#[cfg(test)]
+mod tests;

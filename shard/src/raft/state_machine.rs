@@ -1,0 +1,192 @@
+//! [`GroupMachine`]: a group's [`GroupState`] as openraft's state machine.
+//!
+//! openraft hands it committed entries in log order, on every replica. A
+//! command entry is applied with the same pure `GroupState::apply` the
+//! single-node engine uses; a rejected command takes its log index but no
+//! commit index, exactly as on every other replica, so replicas that
+//! applied the same log id hold byte-identical snapshots. What applying
+//! produced (the reply, and the effects such as live-reader wakes) goes to
+//! the [`ApplySink`] with the entry's [`ProposalId`]: the proposer's node
+//! answers its waiting caller from there; openraft itself only learns a
+//! [`Receipt`]. Blank entries move the applied id; membership entries also
+//! replace the membership.
+//!
+//! Snapshots are the group snapshot format (FORMAT.md, "Group snapshot"),
+//! checked by its BLAKE3 on install; the raft meta (last applied log id and
+//! membership) travels beside it as openraft's `SnapshotMeta`. Invariants:
+//! `applied` only moves forward except through an install; an install
+//! never changes the group id or the group count.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
+use openraft::RaftSnapshotBuilder;
+
+use super::types::{LogId, ProposalId, Receipt, RillRaft, SnapshotMeta, StoredMembership};
+use crate::error::Error;
+use crate::state::command::{Applied, Effect};
+use crate::state::group::{GroupLimits, GroupState};
+
+/// A group snapshot as openraft moves it: the encoded group state.
+pub type SnapshotBytes = Bytes;
+
+/// The snapshot type openraft sees for a group.
+pub type GroupSnapshot = Snapshot<
+    openraft::impls::leader_id_adv::LeaderId<u64, u64>,
+    u64,
+    super::types::Member,
+    SnapshotBytes,
+>;
+
+/// Where the outcome of each applied command goes (the runtime: it
+/// answers the proposer's caller and releases the effects).
+pub trait ApplySink: fmt::Debug {
+    /// `proposal`'s command was applied at raft index `index`.
+    fn applied(&self, proposal: ProposalId, index: u64, applied: Applied, effects: Vec<Effect>);
+}
+
+#[derive(Debug)]
+struct Machine {
+    state: GroupState,
+    applied: Option<LogId>,
+    membership: StoredMembership,
+    current: Option<GroupSnapshot>,
+    limits: GroupLimits,
+    sink: Rc<dyn ApplySink>,
+}
+
+/// One group's state machine; clones share it (the snapshot builder is a
+/// clone).
+#[derive(Debug, Clone)]
+pub struct GroupMachine {
+    inner: Rc<RefCell<Machine>>,
+}
+
+fn io_error(err: Error) -> io::Error {
+    io::Error::other(err)
+}
+
+impl GroupMachine {
+    /// The machine over `state`, which reflects every entry up to `applied`.
+    pub fn new(
+        state: GroupState,
+        applied: Option<LogId>,
+        membership: StoredMembership,
+        sink: Rc<dyn ApplySink>,
+    ) -> Self {
+        let limits = state.limits().clone();
+        let machine = Machine { state, applied, membership, current: None, limits, sink };
+        Self { inner: Rc::new(RefCell::new(machine)) }
+    }
+
+    /// Runs `f` on the group state (reads; never held across an await).
+    pub fn with_state<T>(&self, f: impl FnOnce(&GroupState) -> T) -> T {
+        f(&self.inner.borrow().state)
+    }
+
+    /// The last applied log id.
+    pub fn applied(&self) -> Option<LogId> {
+        self.inner.borrow().applied
+    }
+
+    fn snapshot_now(&self) -> GroupSnapshot {
+        let mut machine = self.inner.borrow_mut();
+        machine.state.settle_all();
+        let bytes = Bytes::from(machine.state.encode_snapshot());
+        let meta = SnapshotMeta { last_log_id: machine.applied, last_membership: machine.membership.clone() };
+        let snapshot = GroupSnapshot { meta, snapshot: bytes };
+        machine.current = Some(snapshot.clone());
+        snapshot
+    }
+}
+
+impl RaftSnapshotBuilder<RillRaft> for GroupMachine {
+    type SnapshotData = SnapshotBytes;
+
+    async fn build_snapshot(&mut self) -> Result<GroupSnapshot, io::Error> {
+        Ok(self.snapshot_now())
+    }
+}
+
+impl RaftStateMachine<RillRaft> for GroupMachine {
+    type SnapshotData = SnapshotBytes;
+    type SnapshotBuilder = GroupMachine;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let machine = self.inner.borrow();
+        Ok((machine.applied, machine.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<RillRaft>, io::Error>> + Unpin,
+    {
+        while let Some(next) = entries.next().await {
+            let (entry, responder) = next?;
+            let outcome = {
+                let mut machine = self.inner.borrow_mut();
+                let machine = &mut *machine;
+                machine.applied = Some(entry.log_id);
+                match entry.payload {
+                    openraft::EntryPayload::Blank => None,
+                    openraft::EntryPayload::Membership(membership) => {
+                        machine.membership = StoredMembership::new(Some(entry.log_id), membership);
+                        None
+                    }
+                    openraft::EntryPayload::Normal(proposal) => {
+                        let mut effects = Vec::new();
+                        let applied = machine.state.apply(&proposal.cmd, &mut effects);
+                        Some((proposal.id, applied, effects, machine.sink.clone()))
+                    }
+                }
+            };
+            let commit_index = self.inner.borrow().state.commit_index();
+            let receipt = match outcome {
+                Some((id, applied, effects, sink)) => {
+                    let mutated = applied.mutated;
+                    sink.applied(id, entry.log_id.index, applied, effects);
+                    Receipt { commit_index, mutated }
+                }
+                None => Receipt { commit_index, mutated: false },
+            };
+            if let Some(responder) = responder {
+                responder.send(receipt);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotBytes) -> Result<(), io::Error> {
+        let mut machine = self.inner.borrow_mut();
+        let state = GroupState::decode_snapshot(&snapshot, machine.limits.for_replay()).map_err(io_error)?;
+        if state.group() != machine.state.group() || state.group_count() != machine.state.group_count() {
+            return Err(io_error(Error::corrupted(format!(
+                "snapshot of group {} of {} offered to group {} of {}",
+                state.group(),
+                state.group_count(),
+                machine.state.group(),
+                machine.state.group_count()
+            ))));
+        }
+        let mut state = state;
+        state.set_limits(machine.limits.clone());
+        machine.state = state;
+        machine.applied = meta.last_log_id;
+        machine.membership = meta.last_membership.clone();
+        machine.current = Some(GroupSnapshot { meta: meta.clone(), snapshot });
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<GroupSnapshot>, io::Error> {
+        Ok(self.inner.borrow().current.clone())
+    }
+}
