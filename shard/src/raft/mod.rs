@@ -18,7 +18,10 @@ pub mod wire;
 pub mod journal;
 pub mod log_image;
 pub mod log_store;
+pub mod mem_net;
 pub mod state_machine;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod cluster_tests;

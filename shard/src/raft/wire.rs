@@ -44,8 +44,9 @@ pub struct WireMembership {
 pub enum WirePayload {
     /// The empty entry a new leader commits first.
     Blank,
-    /// A group command.
-    Normal(Proposal),
+    /// A group command (boxed: commands are large; the encoding is the
+    /// same as unboxed).
+    Normal(Box<Proposal>),
     /// A membership change.
     Membership(WireMembership),
 }
@@ -136,7 +137,7 @@ impl From<&Entry> for RaftRecord {
     fn from(entry: &Entry) -> Self {
         let payload = match &entry.payload {
             openraft::EntryPayload::Blank => WirePayload::Blank,
-            openraft::EntryPayload::Normal(proposal) => WirePayload::Normal(proposal.clone()),
+            openraft::EntryPayload::Normal(proposal) => WirePayload::Normal(Box::new(proposal.clone())),
             openraft::EntryPayload::Membership(m) => WirePayload::Membership(m.into()),
         };
         RaftRecord::Entry { log_id: (&entry.log_id).into(), payload }
@@ -147,7 +148,7 @@ impl From<&Entry> for RaftRecord {
 pub fn to_entry(log_id: WireLogId, payload: &WirePayload) -> Result<Entry> {
     let payload = match payload {
         WirePayload::Blank => openraft::EntryPayload::Blank,
-        WirePayload::Normal(proposal) => openraft::EntryPayload::Normal(proposal.clone()),
+        WirePayload::Normal(proposal) => openraft::EntryPayload::Normal((**proposal).clone()),
         WirePayload::Membership(m) => openraft::EntryPayload::Membership(m.to_membership()?),
     };
     Ok(Entry { log_id: log_id.into(), payload })
@@ -175,7 +176,10 @@ mod tests {
             RaftRecord::Entry { log_id: id, payload: WirePayload::Blank },
             RaftRecord::Entry {
                 log_id: id,
-                payload: WirePayload::Normal(Proposal { id: super::super::types::ProposalId { node: 2, boot: 9, seq: 5 }, cmd }),
+                payload: WirePayload::Normal(Box::new(Proposal {
+                    id: super::super::types::ProposalId { node: 2, boot: 9, seq: 5 },
+                    cmd,
+                })),
             },
             RaftRecord::Entry { log_id: id, payload: WirePayload::Membership(membership) },
             RaftRecord::Vote(WireVote { term: 4, node: 1, committed: true }),

@@ -1,0 +1,203 @@
+//! Three replicas of one group on one executor over [`MemNet`]: openraft's
+//! real protocol over rill's log store and state machine. Elect, replicate
+//! real commands, fail the leader over by isolating it, heal, and check that
+//! every replica holds byte-identical group state and that a write taken by
+//! the isolated old leader is never acknowledged nor kept.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use openraft::async_runtime::WatchReceiver;
+use openraft::AsyncRuntime;
+
+use super::journal::MemJournal;
+use super::log_image::LogImage;
+use super::log_store::GroupLog;
+use super::mem_net::{GroupRaft, MemNet};
+use super::rt::GlommioRt;
+use super::state_machine::{ApplySink, GroupMachine};
+use super::types::{Member, NodeId, Proposal, ProposalId, StoredMembership};
+use crate::state::command::{Append, Applied, Command, Create, Effect, Op};
+use crate::state::group::{GroupLimits, GroupState};
+use crate::state::name::StreamId;
+
+#[derive(Debug, Default)]
+struct Count(Cell<u64>);
+
+impl ApplySink for Count {
+    fn applied(&self, _proposal: ProposalId, _index: u64, _applied: Applied, _effects: Vec<Effect>) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+struct Replica {
+    id: NodeId,
+    raft: GroupRaft,
+    machine: GroupMachine,
+}
+
+fn config() -> Arc<openraft::Config> {
+    let config = openraft::Config {
+        cluster_name: "rill-test".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
+        enable_pre_vote: Some(true),
+        ..Default::default()
+    };
+    Arc::new(config.validate().expect("a valid raft config"))
+}
+
+async fn start(net: &MemNet, id: NodeId) -> Replica {
+    let journal = Rc::new(MemJournal::new());
+    let log = GroupLog::new(0, journal, LogImage::default());
+    let state = GroupState::new(0, 1, GroupLimits::default());
+    let machine = GroupMachine::new(state, None, StoredMembership::default(), Rc::new(Count::default()));
+    let raft = GroupRaft::new(id, config(), net.factory(id), log, machine.clone()).await.expect("raft starts");
+    net.attach(id, raft.clone());
+    Replica { id, raft, machine }
+}
+
+fn leader_of(replicas: &[&Replica]) -> Option<NodeId> {
+    let leaders: Vec<_> = replicas.iter().map(|r| r.raft.metrics().borrow_watched().current_leader).collect();
+    let first = leaders[0]?;
+    leaders.iter().all(|l| *l == Some(first)).then_some(first)
+}
+
+async fn wait_for_leader(replicas: &[&Replica]) -> NodeId {
+    for _ in 0..1000 {
+        if let Some(leader) = leader_of(replicas) {
+            return leader;
+        }
+        GlommioRt::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no agreed leader within 20 s");
+}
+
+async fn wait_converged(replicas: &[&Replica]) {
+    for _ in 0..1000 {
+        let applied: Vec<_> = replicas.iter().map(|r| r.machine.applied()).collect();
+        let last: Vec<_> = replicas.iter().map(|r| r.raft.metrics().borrow_watched().last_log_index).collect();
+        if applied.iter().all(|a| a.is_some() && *a == applied[0])
+            && last.iter().all(|l| *l == applied[0].map(|a| a.index))
+        {
+            return;
+        }
+        GlommioRt::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("replicas did not converge within 20 s");
+}
+
+fn snapshot_of(replica: &Replica) -> Vec<u8> {
+    replica.machine.with_state(|state| state.encode_snapshot())
+}
+
+struct Client {
+    seq: u64,
+}
+
+impl Client {
+    fn proposal(&mut self, op: Op) -> Proposal {
+        self.seq += 1;
+        Proposal { id: ProposalId { node: 0, boot: 1, seq: self.seq }, cmd: Command { now_ms: 1_000 + self.seq, op } }
+    }
+}
+
+fn create(name: &str) -> Op {
+    Op::Create(Create {
+        id: StreamId::new("b", name).unwrap(),
+        content_type: None,
+        initial_payload: None,
+        closed: false,
+        ttl_s: None,
+        expires_at_ms: None,
+        attrs: None,
+        producer: None,
+        stream_seq: None,
+    })
+}
+
+fn append(name: &str, bytes: &'static [u8]) -> Op {
+    Op::Append(Append {
+        id: StreamId::new("b", name).unwrap(),
+        payload: Bytes::from_static(bytes),
+        content_type: None,
+        close_after: false,
+        stream_seq: None,
+        producer: None,
+    })
+}
+
+#[test]
+fn three_replicas_elect_replicate_fail_over_and_converge() {
+    let mut rt = GlommioRt::new(1);
+    rt.block_on(async {
+        let net = MemNet::new();
+        let a = start(&net, 1).await;
+        let b = start(&net, 2).await;
+        let c = start(&net, 3).await;
+        let members: BTreeMap<NodeId, Member> = (1..=3)
+            .map(|n| {
+                (n, Member { raft_addr: format!("127.0.0.1:{}", 7000 + n), http_addr: format!("127.0.0.1:{}", 8000 + n) })
+            })
+            .collect();
+        a.raft.initialize(members).await.expect("initialize");
+        let all = [&a, &b, &c];
+        let leader = wait_for_leader(&all).await;
+        let by_id = |id: NodeId| *all.iter().find(|r| r.id == id).unwrap();
+
+        let mut client = Client { seq: 0 };
+        let receipt = by_id(leader).raft.client_write(client.proposal(create("s"))).await.expect("create");
+        assert!(receipt.data.mutated);
+        for _ in 0..20 {
+            let r = by_id(leader).raft.client_write(client.proposal(append("s", b"0123456789"))).await.unwrap();
+            assert!(r.data.mutated);
+        }
+        // A rejected command takes a log index on every replica, no commit index.
+        let wrong = by_id(leader).raft.client_write(client.proposal(append("nope", b"x"))).await.unwrap();
+        assert!(!wrong.data.mutated);
+        wait_converged(&all).await;
+        let expected = snapshot_of(&a);
+        assert_eq!(snapshot_of(&b), expected);
+        assert_eq!(snapshot_of(&c), expected);
+        for replica in all {
+            assert_eq!(replica.machine.with_state(|s| s.commit_index()), 21);
+        }
+
+        // Isolate the leader: the other two elect a new one and go on.
+        let others: Vec<NodeId> = all.iter().map(|r| r.id).filter(|id| *id != leader).collect();
+        net.isolate(leader, others.clone());
+        let stale = GlommioRt::timeout(
+            Duration::from_millis(1500),
+            by_id(leader).raft.client_write(client.proposal(create("lost"))),
+        )
+        .await;
+        assert!(!matches!(stale, Ok(Ok(_))), "the isolated leader acknowledged a write: {stale:?}");
+        let majority: Vec<&Replica> = others.iter().map(|id| by_id(*id)).collect();
+        let new_leader = wait_for_leader(&majority).await;
+        assert_ne!(new_leader, leader);
+        for _ in 0..5 {
+            by_id(new_leader).raft.client_write(client.proposal(append("s", b"after"))).await.unwrap();
+        }
+
+        // Heal: the old leader steps down, drops its uncommitted entry and
+        // catches up; every replica holds the same bytes.
+        net.heal();
+        wait_converged(&all).await;
+        let expected = snapshot_of(by_id(new_leader));
+        for replica in all {
+            assert_eq!(snapshot_of(replica), expected, "replica {} differs", replica.id);
+            let lost = replica.machine.with_state(|s| s.stream(&StreamId::new("b", "lost").unwrap()).is_some());
+            assert!(!lost, "replica {} kept a write nobody acknowledged", replica.id);
+            let tail = replica.machine.with_state(|s| s.stream(&StreamId::new("b", "s").unwrap()).map(|s| s.next_offset()));
+            assert_eq!(tail, Some(20 * 10 + 5 * 5));
+        }
+        for replica in all {
+            replica.raft.shutdown().await.unwrap();
+        }
+    });
+}

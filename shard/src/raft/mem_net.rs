@@ -1,0 +1,174 @@
+//! [`MemNet`]: the replicas of a group talking in memory, on one executor.
+//!
+//! It carries every openraft RPC straight to the target replica's `Raft`
+//! handle, so the protocol under test is openraft's real one over rill's
+//! real log store and state machine; only the wire is missing. Links can be
+//! cut and healed (both directions, or one) and replicas removed (a crash)
+//! and added back, which is what the in-process cluster tests and the
+//! simulation's network faults drive. A cut link or an absent replica
+//! answers `Unreachable`, as a refused TCP connection would. Pre-votes are
+//! forwarded, never granted here (openraft's default grants them).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::rc::Rc;
+
+use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{Raft, RaftNetworkV2};
+
+use super::state_machine::{GroupMachine, GroupSnapshot, SnapshotBytes};
+use super::types::{Member, NodeId, RillRaft, Vote};
+
+/// A replica's consensus handle.
+pub type GroupRaft = Raft<RillRaft, GroupMachine>;
+
+#[derive(Debug, Default)]
+struct Links {
+    nodes: BTreeMap<NodeId, GroupRaft>,
+    /// Directed links that drop everything: `(from, to)`.
+    cut: BTreeSet<(NodeId, NodeId)>,
+}
+
+/// The in-memory network of one group's replicas. Clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct MemNet {
+    links: Rc<RefCell<Links>>,
+}
+
+impl MemNet {
+    /// An empty network.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Connects (or reconnects) replica `id`.
+    pub fn attach(&self, id: NodeId, raft: GroupRaft) {
+        self.links.borrow_mut().nodes.insert(id, raft);
+    }
+
+    /// Disconnects replica `id` (it crashed); returns its handle.
+    pub fn detach(&self, id: NodeId) -> Option<GroupRaft> {
+        self.links.borrow_mut().nodes.remove(&id)
+    }
+
+    /// Drops everything sent from `from` to `to`.
+    pub fn cut_one_way(&self, from: NodeId, to: NodeId) {
+        self.links.borrow_mut().cut.insert((from, to));
+    }
+
+    /// Isolates `id` from every other replica, both ways.
+    pub fn isolate(&self, id: NodeId, others: impl IntoIterator<Item = NodeId>) {
+        for other in others {
+            self.cut_one_way(id, other);
+            self.cut_one_way(other, id);
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        self.links.borrow_mut().cut.clear();
+    }
+
+    /// The connection factory replica `from` hands to openraft.
+    pub fn factory(&self, from: NodeId) -> MemNetFactory {
+        MemNetFactory { net: self.clone(), from }
+    }
+
+    fn route(&self, from: NodeId, to: NodeId) -> Result<GroupRaft, Unreachable<RillRaft>> {
+        let links = self.links.borrow();
+        if links.cut.contains(&(from, to)) {
+            return Err(Unreachable::from_string(format!("link {from} -> {to} is cut")));
+        }
+        links.nodes.get(&to).cloned().ok_or_else(|| Unreachable::from_string(format!("node {to} is down")))
+    }
+
+    /// Whether the reply of `to` may travel back to `from`.
+    fn back(&self, from: NodeId, to: NodeId) -> Result<(), Unreachable<RillRaft>> {
+        if self.links.borrow().cut.contains(&(to, from)) {
+            return Err(Unreachable::from_string(format!("link {to} -> {from} is cut")));
+        }
+        Ok(())
+    }
+}
+
+/// Makes [`MemLink`]s for one replica.
+#[derive(Debug, Clone)]
+pub struct MemNetFactory {
+    net: MemNet,
+    from: NodeId,
+}
+
+impl RaftNetworkFactory<RillRaft> for MemNetFactory {
+    type Network = MemLink;
+
+    async fn new_client(&mut self, target: NodeId, _node: &Member) -> MemLink {
+        MemLink { net: self.net.clone(), from: self.from, to: target }
+    }
+}
+
+/// One replica's link to another.
+#[derive(Debug, Clone)]
+pub struct MemLink {
+    net: MemNet,
+    from: NodeId,
+    to: NodeId,
+}
+
+fn unreachable<E: std::fmt::Display>(err: E) -> Unreachable<RillRaft> {
+    Unreachable::from_string(err.to_string())
+}
+
+impl RaftNetworkV2<RillRaft> for MemLink {
+    type SnapshotData = SnapshotBytes;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<RillRaft>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<RillRaft>, RPCError<RillRaft>> {
+        let raft = self.net.route(self.from, self.to)?;
+        let reply = raft.append_entries(rpc).await.map_err(unreachable)?;
+        self.net.back(self.from, self.to)?;
+        Ok(reply)
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<RillRaft>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
+        let raft = self.net.route(self.from, self.to)?;
+        let reply = raft.vote(rpc).await.map_err(unreachable)?;
+        self.net.back(self.from, self.to)?;
+        Ok(reply)
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<RillRaft>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
+        let raft = self.net.route(self.from, self.to)?;
+        let reply = raft.pre_vote(rpc).await.map_err(unreachable)?;
+        self.net.back(self.from, self.to)?;
+        Ok(reply)
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: GroupSnapshot,
+        _cancel: impl Future<Output = ReplicationClosed> + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<RillRaft>, StreamingError<RillRaft>> {
+        let raft = self.net.route(self.from, self.to)?;
+        let reply = raft.install_full_snapshot(vote, snapshot).await.map_err(unreachable)?;
+        self.net.back(self.from, self.to)?;
+        Ok(reply)
+    }
+}
