@@ -630,6 +630,17 @@ fn start_fork_keeper(inner: &Arc<Inner>) {
 fn recover_states(config: &Config) -> Result<Vec<GroupState>> {
     let started = Instant::now();
     let recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
+    if recovered.has_raft_records() {
+        // A replicated node's directory: its groups' state lives in their
+        // raft logs, which a single-node engine would neither apply nor keep
+        // in step with the other replicas.
+        let replicated = recovered.raft.iter().filter(|records| !records.is_empty()).count();
+        return Err(rill_shard::Error::new(rill_shard::ErrorKind::ShapeMismatch {
+            field: "replicated groups",
+            recorded: replicated as u64,
+            requested: 0,
+        }));
+    }
     recovery::consolidate(&config.data_dir, &recovered, config.cores)?;
     tracing::info!(
         replayed = recovered.replayed_records,

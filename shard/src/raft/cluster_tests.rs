@@ -26,7 +26,7 @@ use crate::state::group::{GroupLimits, GroupState};
 use crate::state::name::StreamId;
 
 #[derive(Debug, Default)]
-struct Count(Cell<u64>);
+pub(super) struct Count(Cell<u64>);
 
 impl ApplySink for Count {
     fn applied(&self, _proposal: ProposalId, _index: u64, _applied: Applied, _effects: Vec<Effect>) {
@@ -34,13 +34,13 @@ impl ApplySink for Count {
     }
 }
 
-struct Replica {
-    id: NodeId,
-    raft: GroupRaft,
-    machine: GroupMachine,
+pub(super) struct Replica {
+    pub(super) id: NodeId,
+    pub(super) raft: GroupRaft,
+    pub(super) machine: GroupMachine,
 }
 
-fn config() -> Arc<openraft::Config> {
+pub(super) fn config() -> Arc<openraft::Config> {
     let config = openraft::Config {
         cluster_name: "rill-test".into(),
         heartbeat_interval: 50,
@@ -68,7 +68,7 @@ fn leader_of(replicas: &[&Replica]) -> Option<NodeId> {
     leaders.iter().all(|l| *l == Some(first)).then_some(first)
 }
 
-async fn wait_for_leader(replicas: &[&Replica]) -> NodeId {
+pub(super) async fn wait_for_leader(replicas: &[&Replica]) -> NodeId {
     for _ in 0..1000 {
         if let Some(leader) = leader_of(replicas) {
             return leader;
@@ -78,7 +78,7 @@ async fn wait_for_leader(replicas: &[&Replica]) -> NodeId {
     panic!("no agreed leader within 20 s");
 }
 
-async fn wait_converged(replicas: &[&Replica]) {
+pub(super) async fn wait_converged(replicas: &[&Replica]) {
     for _ in 0..1000 {
         let applied: Vec<_> = replicas.iter().map(|r| r.machine.applied()).collect();
         let last: Vec<_> = replicas.iter().map(|r| r.raft.metrics().borrow_watched().last_log_index).collect();
@@ -92,22 +92,23 @@ async fn wait_converged(replicas: &[&Replica]) {
     panic!("replicas did not converge within 20 s");
 }
 
-fn snapshot_of(replica: &Replica) -> Vec<u8> {
+pub(super) fn snapshot_of(replica: &Replica) -> Vec<u8> {
     replica.machine.with_state(|state| state.encode_snapshot())
 }
 
-struct Client {
+#[derive(Default)]
+pub(super) struct Client {
     seq: u64,
 }
 
 impl Client {
-    fn proposal(&mut self, op: Op) -> Proposal {
+    pub(super) fn proposal(&mut self, op: Op) -> Proposal {
         self.seq += 1;
         Proposal { id: ProposalId { node: 0, boot: 1, seq: self.seq }, cmd: Command { now_ms: 1_000 + self.seq, op } }
     }
 }
 
-fn create(name: &str) -> Op {
+pub(super) fn create(name: &str) -> Op {
     Op::Create(Create {
         id: StreamId::new("b", name).unwrap(),
         content_type: None,
@@ -121,7 +122,7 @@ fn create(name: &str) -> Op {
     })
 }
 
-fn append(name: &str, bytes: &'static [u8]) -> Op {
+pub(super) fn append(name: &str, bytes: &'static [u8]) -> Op {
     Op::Append(Append {
         id: StreamId::new("b", name).unwrap(),
         payload: Bytes::from_static(bytes),
@@ -132,6 +133,16 @@ fn append(name: &str, bytes: &'static [u8]) -> Op {
     })
 }
 
+pub(super) fn members() -> BTreeMap<NodeId, Member> {
+    (1..=3)
+        .map(|n| (n, Member { raft_addr: format!("127.0.0.1:{}", 7000 + n), http_addr: format!("127.0.0.1:{}", 8000 + n) }))
+        .collect()
+}
+
+pub(super) fn by_id(replicas: &[Replica], id: NodeId) -> &Replica {
+    replicas.iter().find(|r| r.id == id).expect("a replica with that id")
+}
+
 #[test]
 fn three_replicas_elect_replicate_fail_over_and_converge() {
     let mut rt = GlommioRt::new(1);
@@ -140,12 +151,7 @@ fn three_replicas_elect_replicate_fail_over_and_converge() {
         let a = start(&net, 1).await;
         let b = start(&net, 2).await;
         let c = start(&net, 3).await;
-        let members: BTreeMap<NodeId, Member> = (1..=3)
-            .map(|n| {
-                (n, Member { raft_addr: format!("127.0.0.1:{}", 7000 + n), http_addr: format!("127.0.0.1:{}", 8000 + n) })
-            })
-            .collect();
-        a.raft.initialize(members).await.expect("initialize");
+        a.raft.initialize(members()).await.expect("initialize");
         let all = [&a, &b, &c];
         let leader = wait_for_leader(&all).await;
         let by_id = |id: NodeId| *all.iter().find(|r| r.id == id).unwrap();

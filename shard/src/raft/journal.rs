@@ -11,10 +11,11 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::rc::Rc;
 
 use super::wire::RaftRecord;
 use crate::error::Result;
-use crate::wal::log::{LocalFuture, Lsn};
+use crate::wal::log::{EntryBody, LocalFuture, LogEntry, LogStore, Lsn};
 
 /// A core's durable sequence of raft records, shared by its groups.
 pub trait RaftJournal: fmt::Debug {
@@ -57,5 +58,38 @@ impl RaftJournal for MemJournal {
 
     fn wait_durable(&self, _lsn: Lsn) -> LocalFuture<'_, Result<()>> {
         Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// The core's log (the write-ahead log in a node) as the raft journal of
+/// every group on the core: each record is one WAL record of kind `Raft`
+/// (FORMAT.md), so a group's raft records share the core's group commit
+/// with everything else the core logs.
+#[derive(Debug, Clone)]
+pub struct WalJournal {
+    log: Rc<dyn LogStore>,
+}
+
+impl WalJournal {
+    /// The journal over `log`.
+    pub fn new(log: Rc<dyn LogStore>) -> Self {
+        Self { log }
+    }
+}
+
+impl RaftJournal for WalJournal {
+    fn write<'a>(&'a self, group: u32, record: &'a RaftRecord) -> LocalFuture<'a, Result<Lsn>> {
+        Box::pin(async move {
+            let body = record.encode();
+            let index = match record {
+                RaftRecord::Entry { log_id, .. } => log_id.index,
+                _ => 0,
+            };
+            self.log.submit(LogEntry { group, index, body: EntryBody::Raft(&body) }).await
+        })
+    }
+
+    fn wait_durable(&self, lsn: Lsn) -> LocalFuture<'_, Result<()>> {
+        self.log.wait_durable(lsn)
     }
 }

@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
 use super::types::{Entry, LogId, Vote};
-use super::wire::{to_entry, RaftRecord};
+use super::wire::{to_entry, RaftRecord, WireLogId};
 use crate::error::{Error, Result};
 
 /// One group's raft log in memory.
@@ -38,16 +38,45 @@ impl LogImage {
         match record {
             RaftRecord::Entry { log_id, payload } => self.push(to_entry(*log_id, payload)?),
             RaftRecord::Vote(vote) => {
-                self.vote = Some((*vote).into());
+                self.vote = Some(vote.to_vote());
                 Ok(())
             }
-            RaftRecord::Truncate { after } => self.truncate_after(after.map(LogId::from)),
-            RaftRecord::Purge { upto } => self.purge(LogId::from(*upto)),
+            RaftRecord::Truncate { after } => self.truncate_after(after.map(WireLogId::to_log_id)),
+            RaftRecord::Purge { upto } => self.purge(upto.to_log_id()),
             RaftRecord::Committed(id) => {
-                self.committed = id.map(LogId::from);
+                self.committed = id.map(WireLogId::to_log_id);
                 Ok(())
             }
         }
+    }
+
+    /// The image the encoded records `bodies` describe, in order (what
+    /// recovery collected for the group).
+    pub fn rebuild(bodies: &[Vec<u8>]) -> Result<LogImage> {
+        let mut image = LogImage::default();
+        for (i, body) in bodies.iter().enumerate() {
+            let record = RaftRecord::decode(body).map_err(|e| Error::corrupted(format!("raft record {i}: {e}")))?;
+            image.apply(&record).map_err(|e| Error::corrupted(format!("raft record {i}: {e}")))?;
+        }
+        Ok(image)
+    }
+
+    /// The fewest records that rebuild this image: the purge point, the
+    /// kept entries, the vote and the committed hint (what consolidation
+    /// writes to the group's raft log file).
+    pub fn compacted(&self) -> Vec<RaftRecord> {
+        let mut records = Vec::with_capacity(self.entries.len() + 3);
+        if let Some(purged) = &self.last_purged {
+            records.push(RaftRecord::Purge { upto: WireLogId::of(purged) });
+        }
+        records.extend(self.entries.iter().map(RaftRecord::entry));
+        if let Some(vote) = &self.vote {
+            records.push(RaftRecord::Vote(super::wire::WireVote::of(vote)));
+        }
+        if self.committed.is_some() {
+            records.push(RaftRecord::Committed(self.committed.as_ref().map(WireLogId::of)));
+        }
+        records
     }
 
     /// The index the next appended entry must carry (`None`: any, the log
@@ -215,6 +244,9 @@ mod tests {
         assert_eq!(image.next_index(), Some(11));
         assert_eq!(image.last_log_id().map(|l| l.index), Some(10));
         image.apply(&entry(3, 11)).unwrap();
+        let bodies: Vec<Vec<u8>> = image.compacted().iter().map(RaftRecord::encode).collect();
+        assert_eq!(LogImage::rebuild(&bodies).unwrap(), image);
+        assert!(LogImage::rebuild(&[vec![0xff, 0xff]]).is_err());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use super::journal::RaftJournal;
 use super::log_image::LogImage;
 use super::rt::GlommioRt;
 use super::types::{Entry, LogId, RillRaft, Vote};
-use super::wire::RaftRecord;
+use super::wire::{RaftRecord, WireLogId, WireVote};
 use crate::error::Error;
 
 /// One group's log: its journal and its image. Clones share both (the
@@ -87,12 +87,12 @@ impl RaftLogStorage<RillRaft> for GroupLog {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
-        let lsn = self.record(RaftRecord::Vote(vote.into())).await?;
+        let lsn = self.record(RaftRecord::Vote(WireVote::of(vote))).await?;
         self.journal.wait_durable(lsn).await.map_err(io_error)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
-        self.record(RaftRecord::Committed(committed.as_ref().map(Into::into))).await.map(|_| ())
+        self.record(RaftRecord::Committed(committed.as_ref().map(WireLogId::of))).await.map(|_| ())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
@@ -105,7 +105,7 @@ impl RaftLogStorage<RillRaft> for GroupLog {
     {
         let mut last = None;
         for entry in entries {
-            last = Some(self.record(RaftRecord::from(&entry)).await?);
+            last = Some(self.record(RaftRecord::entry(&entry)).await?);
         }
         match last {
             None => callback.io_completed(Ok(())),
@@ -121,10 +121,10 @@ impl RaftLogStorage<RillRaft> for GroupLog {
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
-        self.record(RaftRecord::Truncate { after: last_log_id.as_ref().map(Into::into) }).await.map(|_| ())
+        self.record(RaftRecord::Truncate { after: last_log_id.as_ref().map(WireLogId::of) }).await.map(|_| ())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
-        self.record(RaftRecord::Purge { upto: (&log_id).into() }).await.map(|_| ())
+        self.record(RaftRecord::Purge { upto: WireLogId::of(&log_id) }).await.map(|_| ())
     }
 }

@@ -25,3 +25,5 @@ pub mod state_machine;
 mod tests;
 #[cfg(test)]
 mod cluster_tests;
+#[cfg(test)]
+mod durable_tests;

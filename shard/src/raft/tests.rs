@@ -60,7 +60,7 @@ fn the_journal_records_rebuild_the_same_log() {
     rt.block_on(async {
         let journal = Rc::new(MemJournal::new());
         let mut log = GroupLog::new(3, journal.clone(), LogImage::default());
-        let id = |term: u64, index: u64| -> LogId { super::wire::WireLogId { term, node: 1, index }.into() };
+        let id = |term: u64, index: u64| -> LogId { super::wire::WireLogId { term, node: 1, index }.to_log_id() };
         let blanks = |term: u64, range: std::ops::Range<u64>| {
             range.map(move |i| Entry::new_blank(id(term, i))).collect::<Vec<_>>()
         };

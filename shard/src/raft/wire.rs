@@ -85,44 +85,43 @@ impl RaftRecord {
     }
 }
 
-impl From<&LogId> for WireLogId {
-    fn from(id: &LogId) -> Self {
+impl WireLogId {
+    /// The encoding of openraft's log id.
+    pub fn of(id: &LogId) -> Self {
         WireLogId { term: id.leader_id.term, node: id.leader_id.node_id, index: id.index }
     }
-}
 
-impl From<WireLogId> for LogId {
-    fn from(id: WireLogId) -> Self {
-        LogId::new(openraft::impls::leader_id_adv::LeaderId { term: id.term, node_id: id.node }, id.index)
+    /// openraft's log id.
+    pub fn to_log_id(self) -> LogId {
+        LogId::new(openraft::impls::leader_id_adv::LeaderId { term: self.term, node_id: self.node }, self.index)
     }
 }
 
-impl From<&Vote> for WireVote {
-    fn from(vote: &Vote) -> Self {
+impl WireVote {
+    /// The encoding of openraft's vote.
+    pub fn of(vote: &Vote) -> Self {
         WireVote { term: vote.leader_id.term, node: vote.leader_id.node_id, committed: vote.committed }
     }
-}
 
-impl From<WireVote> for Vote {
-    fn from(vote: WireVote) -> Self {
-        if vote.committed {
-            Vote::new_committed(vote.term, vote.node)
+    /// openraft's vote.
+    pub fn to_vote(self) -> Vote {
+        if self.committed {
+            Vote::new_committed(self.term, self.node)
         } else {
-            Vote::new(vote.term, vote.node)
-        }
-    }
-}
-
-impl From<&Membership> for WireMembership {
-    fn from(m: &Membership) -> Self {
-        WireMembership {
-            configs: m.get_joint_config().iter().map(|set| set.iter().copied().collect()).collect(),
-            nodes: m.nodes().map(|(id, node)| (*id, node.clone())).collect(),
+            Vote::new(self.term, self.node)
         }
     }
 }
 
 impl WireMembership {
+    /// The encoding of openraft's membership.
+    pub fn of(m: &Membership) -> Self {
+        WireMembership {
+            configs: m.get_joint_config().iter().map(|set| set.iter().copied().collect()).collect(),
+            nodes: m.nodes().map(|(id, node)| (*id, node.clone())).collect(),
+        }
+    }
+
     /// The membership, or `Corrupted` when it is not one openraft accepts
     /// (a voter without an address entry).
     pub fn to_membership(&self) -> Result<Membership> {
@@ -133,14 +132,15 @@ impl WireMembership {
     }
 }
 
-impl From<&Entry> for RaftRecord {
-    fn from(entry: &Entry) -> Self {
+impl RaftRecord {
+    /// The `Entry` record of openraft's entry.
+    pub fn entry(entry: &Entry) -> Self {
         let payload = match &entry.payload {
             openraft::EntryPayload::Blank => WirePayload::Blank,
             openraft::EntryPayload::Normal(proposal) => WirePayload::Normal(Box::new(proposal.clone())),
-            openraft::EntryPayload::Membership(m) => WirePayload::Membership(m.into()),
+            openraft::EntryPayload::Membership(m) => WirePayload::Membership(WireMembership::of(m)),
         };
-        RaftRecord::Entry { log_id: (&entry.log_id).into(), payload }
+        RaftRecord::Entry { log_id: WireLogId::of(&entry.log_id), payload }
     }
 }
 
@@ -151,7 +151,7 @@ pub fn to_entry(log_id: WireLogId, payload: &WirePayload) -> Result<Entry> {
         WirePayload::Normal(proposal) => openraft::EntryPayload::Normal((**proposal).clone()),
         WirePayload::Membership(m) => openraft::EntryPayload::Membership(m.to_membership()?),
     };
-    Ok(Entry { log_id: log_id.into(), payload })
+    Ok(Entry { log_id: log_id.to_log_id(), payload })
 }
 
 #[cfg(test)]
@@ -197,10 +197,10 @@ mod tests {
             assert_eq!(RaftRecord::decode(&record.encode()).unwrap(), record);
             if let RaftRecord::Entry { log_id, payload } = &record {
                 let entry = to_entry(*log_id, payload).unwrap();
-                assert_eq!(RaftRecord::from(&entry), record);
+                assert_eq!(RaftRecord::entry(&entry), record);
             }
             if let RaftRecord::Vote(vote) = record {
-                assert_eq!(WireVote::from(&Vote::from(vote)), vote);
+                assert_eq!(WireVote::of(&vote.to_vote()), vote);
             }
         }
     }

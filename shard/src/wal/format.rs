@@ -25,9 +25,9 @@ pub const RECORD_HEADER_LEN: usize = 29;
 pub const MAX_BODY_LEN: usize = 64 << 20;
 /// First eight bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"RILLWAL\0";
-/// Segment format version written by this code (6: version 5 and the
-/// fork commands).
-pub const FORMAT_VERSION: u16 = 6;
+/// Segment format version written by this code (7: version 6 and the
+/// `Raft` record kind of replicated groups).
+pub const FORMAT_VERSION: u16 = 7;
 /// Oldest segment format version this code reads (version 1 segments hold
 /// no `InstallRef` records; everything else is the same).
 pub const OLDEST_READ_VERSION: u16 = 1;
@@ -149,6 +149,11 @@ pub enum RecordKind {
     /// checkpoint file holds (written and synced before the record); the
     /// body is the snapshot's 32-byte BLAKE3.
     InstallRef = 3,
+    /// One durable fact of a replicated group's consensus (format 7): the
+    /// body is an encoded `RaftRecord` (FORMAT.md, "Raft records"); the
+    /// record's index is the raft log index for an entry, else 0. Never
+    /// applied at recovery: it rebuilds the group's raft log.
+    Raft = 4,
 }
 
 impl RecordKind {
@@ -163,6 +168,7 @@ impl RecordKind {
             1 => Some(RecordKind::Command),
             2 => Some(RecordKind::Install),
             3 => Some(RecordKind::InstallRef),
+            4 => Some(RecordKind::Raft),
             _ => None,
         }
     }

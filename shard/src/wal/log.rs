@@ -40,6 +40,9 @@ pub enum EntryBody<'a> {
     /// A group state installed at `index`: the group's checkpoint file
     /// already holds it (durably); the entry carries the snapshot's BLAKE3.
     InstallRef([u8; 32]),
+    /// A replicated group's raft record, already encoded (the log stores
+    /// it as it is; only the `raft` module reads it).
+    Raft(&'a [u8]),
 }
 
 /// One entry: a group's mutation at its commit index.
@@ -59,6 +62,7 @@ impl LogEntry<'_> {
         match self.body {
             EntryBody::Command(cmd) => cmd.payload_len(),
             EntryBody::InstallRef(_) => 0,
+            EntryBody::Raft(body) => body.len() as u64,
         }
     }
 }

@@ -9,11 +9,14 @@
 //! * [`device`]: the file seam (DMA, `std::fs`, memory, fault injection).
 //! * [`writer`]: [`WalLog`], the core's [`log::LogStore`].
 //! * [`recovery`]: checkpoints and replay at open.
+//! * [`raft_file`]: the raft records of replicated groups carried over a
+//!   consolidation.
 
 pub mod config;
 pub mod device;
 pub mod format;
 pub mod log;
+pub mod raft_file;
 pub mod recovery;
 pub mod scan;
 #[cfg(any(test, feature = "internals"))]

@@ -15,7 +15,10 @@
 //! in the checkpoint and is skipped; the next one must carry exactly the
 //! next index (an Install record: any higher one, the installed snapshot's)
 //! and must apply as a mutation, else the log and the state
-//! disagree and open fails with `Corrupted`. A torn tail is accepted only
+//! disagree and open fails with `Corrupted`. A `Raft` record (a replicated
+//! group's consensus record) is never applied: its body is collected, after
+//! the group's raft log file if it has one, for the `raft` module to
+//! rebuild that group's raft log. A torn tail is accepted only
 //! at the end of a core's last segment (a crash mid-write); anything else
 //! that does not check out fails the open with `Corrupted` naming the file
 //! and offset. Segments after a core's last headed segment (the
@@ -70,6 +73,19 @@ pub struct Recovered {
     pub replayed_records: u64,
     /// Segments whose tail was torn, with the offset the valid data ends at.
     pub torn_tails: Vec<(PathBuf, u64)>,
+    /// Per group, the bodies of its raft records in log order: its raft log
+    /// file's, then the WAL's. Empty for a group that is not replicated.
+    /// [`consolidate`] writes them back to the raft log file, so a caller
+    /// that compacts them (the `raft` module) replaces them here first.
+    pub raft: Vec<Vec<Vec<u8>>>,
+}
+
+impl Recovered {
+    /// Whether any group holds raft records (the directory was written by a
+    /// replicated node).
+    pub fn has_raft_records(&self) -> bool {
+        self.raft.iter().any(|records| !records.is_empty())
+    }
 }
 
 /// Loads checkpoints and replays every WAL segment.
@@ -94,11 +110,16 @@ pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Resul
         };
         states.push(state);
     }
+    let mut raft = Vec::with_capacity(group_count as usize);
+    for group in 0..group_count {
+        raft.push(super::raft_file::read(&ckpt_dir, group)?.unwrap_or_default());
+    }
     let mut recovered = Recovered {
         states,
         changed: vec![false; group_count as usize],
         replayed_records: 0,
         torn_tails: vec![],
+        raft,
     };
     for segments in wal_segments(data_dir)? {
         // A core's log ends in its last segment with a header: after it may
@@ -195,6 +216,11 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
         let g = record.group as usize;
         let where_ = |what: &str| at(format!("record (lsn {}): {what}", record.lsn), record.pos);
         let state = rec.states.get_mut(g).ok_or_else(|| where_("group beyond the group count"))?;
+        if record.kind == RecordKind::Raft {
+            rec.raft[g].push(record.body.to_vec());
+            rec.replayed_records += 1;
+            continue;
+        }
         let current = state.commit_index();
         if record.index <= current {
             continue;
@@ -242,6 +268,7 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
                 }
                 *state = installed;
             }
+            RecordKind::Raft => return Err(where_("raft record out of place")),
         }
         rec.changed[g] = true;
         rec.replayed_records += 1;
@@ -250,14 +277,20 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
 }
 
 /// Makes the recovered state the new baseline: checkpoints every changed
-/// group, then removes every WAL segment, and leaves one empty WAL
-/// directory per core of the coming run.
+/// group, writes the raft log file of every group with raft records, then
+/// removes every WAL segment, and leaves one empty WAL directory per core
+/// of the coming run.
 pub fn consolidate(data_dir: &Path, recovered: &Recovered, cores: usize) -> Result<()> {
     let ckpt_dir = checkpoint_dir(data_dir);
     fs::create_dir_all(&ckpt_dir).map_err(|e| Error::io_at("create checkpoint directory", &ckpt_dir, e))?;
     for (state, changed) in recovered.states.iter().zip(&recovered.changed) {
         if *changed {
             write_checkpoint(&ckpt_dir, state.group(), &state.encode_snapshot())?;
+        }
+    }
+    for (group, records) in recovered.raft.iter().enumerate() {
+        if !records.is_empty() {
+            super::raft_file::write(&ckpt_dir, group as u32, records)?;
         }
     }
     super::device::sync_dir(&ckpt_dir)?;

@@ -417,6 +417,7 @@ impl LogStore for WalLog {
                     (RecordKind::Command, &scratch[..])
                 }
                 EntryBody::InstallRef(ref digest) => (RecordKind::InstallRef, &digest[..]),
+                EntryBody::Raft(body) => (RecordKind::Raft, body),
             };
             let mut st = inner.state.borrow_mut();
             let lsn = st.next_lsn;

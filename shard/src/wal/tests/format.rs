@@ -169,8 +169,8 @@ fn header_layout_and_round_trip() {
     assert_eq!(HEADER_LEN, BLOCK);
     assert_eq!(&bytes[0..8], b"RILLWAL\0");
     assert_eq!(MAGIC, *b"RILLWAL\0");
-    assert_eq!(&bytes[8..10], &[6, 0]);
-    assert_eq!(FORMAT_VERSION, 6);
+    assert_eq!(&bytes[8..10], &[7, 0]);
+    assert_eq!(FORMAT_VERSION, 7);
     assert_eq!(&bytes[10..12], &[0, 0]);
     assert_eq!(&bytes[12..16], &[0x0D, 0x0C, 0x0B, 0x0A]);
     assert_eq!(&bytes[16..24], &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
@@ -228,8 +228,10 @@ fn record_layout() {
     assert_eq!(RecordKind::Command.as_byte(), 1);
     assert_eq!(RecordKind::from_byte(2), Some(RecordKind::Install));
     assert_eq!(RecordKind::from_byte(3), Some(RecordKind::InstallRef));
+    assert_eq!(RecordKind::from_byte(4), Some(RecordKind::Raft));
+    assert_eq!(RecordKind::Raft.as_byte(), 4);
     assert_eq!(RecordKind::from_byte(0), None);
-    assert_eq!(RecordKind::from_byte(4), None);
+    assert_eq!(RecordKind::from_byte(5), None);
 }
 
 // FORMAT.md: every flush is padded with zeros to the next block boundary.
@@ -326,7 +328,7 @@ fn decode_record_at_classifies_positions() {
     // A flipped body bit, and a kind byte no record has (checksum fixed up).
     let bad_crc = flip(&bytes, record_end - 1, 3);
     assert_eq!(decode_record_at(&bad_crc, HEADER_LEN), RecordAt::Invalid(InvalidRecord::ChecksumMismatch));
-    let unknown = with_kind(&bytes, HEADER_LEN, 10, 4);
+    let unknown = with_kind(&bytes, HEADER_LEN, 10, 5);
     assert_eq!(decode_record_at(&unknown, HEADER_LEN), RecordAt::Invalid(InvalidRecord::UnknownKind));
 }
 

@@ -1,0 +1,150 @@
+//! Replicas whose raft logs live in real write-ahead logs on disk: records
+//! go through `WalJournal` into WAL segments; a restart recovers them
+//! (`recovery::recover`), rebuilds the raft log, consolidates it into the
+//! group's raft log file and rejoins. A follower restarted twice catches up
+//! and converges; a whole cluster stopped and restarted keeps every
+//! acknowledged write.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::AsyncRuntime;
+
+use super::cluster_tests::{append, by_id, config as raft_config, create, members, snapshot_of, wait_converged, wait_for_leader};
+use super::cluster_tests::{Client, Count, Replica};
+use super::journal::WalJournal;
+use super::log_image::LogImage;
+use super::log_store::GroupLog;
+use super::mem_net::{GroupRaft, MemNet};
+use super::rt::GlommioRt;
+use super::state_machine::GroupMachine;
+use super::types::{NodeId, StoredMembership};
+use super::wire::RaftRecord;
+use crate::state::group::{GroupLimits, GroupState};
+use crate::state::name::StreamId;
+use crate::wal::recovery::{self, wal_dir};
+use crate::wal::{Durability, WalConfig, WalIo, WalLog};
+
+fn wal_config() -> WalConfig {
+    WalConfig { durability: Durability::Fsync, io: WalIo::Std, segment_bytes: 1 << 20, buffer_bytes: 1 << 20 }
+}
+
+/// Recovers replica `id` from `dir` and starts it; returns it with the
+/// number of raft records recovery found.
+async fn start_from_disk(net: &MemNet, id: NodeId, dir: &Path) -> (Replica, usize) {
+    let limits = GroupLimits::default();
+    let mut recovered = recovery::recover(dir, 1, &limits).expect("recovers");
+    let found = recovered.raft[0].len();
+    let image = LogImage::rebuild(&recovered.raft[0]).expect("the raft log rebuilds");
+    recovered.raft[0] = image.compacted().iter().map(RaftRecord::encode).collect();
+    recovery::consolidate(dir, &recovered, 1).expect("consolidates");
+    let config = wal_config();
+    let wal = WalLog::start(config.open_dir(&wal_dir(dir, 0)), 0, config);
+    let journal = Rc::new(WalJournal::new(Rc::new(wal)));
+    let log = GroupLog::new(0, journal, image);
+    let state = GroupState::new(0, 1, limits);
+    let machine = GroupMachine::new(state, None, StoredMembership::default(), Rc::new(Count::default()));
+    let raft = GroupRaft::new(id, raft_config(), net.factory(id), log, machine.clone()).await.expect("raft starts");
+    net.attach(id, raft.clone());
+    (Replica { id, raft, machine }, found)
+}
+
+async fn stop(net: &MemNet, replica: Replica) {
+    net.detach(replica.id);
+    replica.raft.shutdown().await.expect("raft stops");
+    drop(replica);
+    // Let the log's tasks see their handles dropped.
+    GlommioRt::sleep(Duration::from_millis(20)).await;
+}
+
+/// Writes through whichever replica leads, retrying while a leader is
+/// being (re)established: a restarted replica may still name the leader
+/// its stored vote names until a heartbeat or an election settles it.
+async fn write(replicas: &[Replica], proposal: super::types::Proposal) {
+    for _ in 0..200 {
+        let leader = wait_for_leader(&replicas.iter().collect::<Vec<_>>()).await;
+        match by_id(replicas, leader).raft.client_write(proposal.clone()).await {
+            Ok(_) => return,
+            Err(openraft::error::RaftError::APIError(openraft::error::ClientWriteError::ForwardToLeader(_))) => {
+                GlommioRt::sleep(Duration::from_millis(50)).await;
+            }
+            Err(other) => panic!("write failed: {other}"),
+        }
+    }
+    panic!("no leader took the write within 10 s");
+}
+
+fn tail(replica: &Replica) -> Option<u64> {
+    replica.machine.with_state(|s| s.stream(&StreamId::new("b", "s").unwrap()).map(|s| s.next_offset()))
+}
+
+#[test]
+fn raft_logs_in_the_wal_survive_restarts() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("temp dir")).collect();
+    let paths: Vec<std::path::PathBuf> = dirs.iter().map(|d| d.path().to_path_buf()).collect();
+    let mut rt = GlommioRt::new(1);
+    rt.block_on(async move {
+        let net = MemNet::new();
+        let mut replicas = Vec::new();
+        for (i, path) in paths.iter().enumerate() {
+            let (replica, found) = start_from_disk(&net, i as NodeId + 1, path).await;
+            assert_eq!(found, 0, "a fresh directory has no raft records");
+            replicas.push(replica);
+        }
+        replicas[0].raft.initialize(members()).await.expect("initialize");
+        let leader = wait_for_leader(&replicas.iter().collect::<Vec<_>>()).await;
+        let mut client = Client::default();
+        write(&replicas, client.proposal(create("s"))).await;
+        for _ in 0..10 {
+            write(&replicas, client.proposal(append("s", b"0123456789"))).await;
+        }
+        wait_converged(&replicas.iter().collect::<Vec<_>>()).await;
+
+        // Stop a follower, write on without it, restart it from its WAL.
+        let follower = replicas.iter().map(|r| r.id).find(|id| *id != leader).unwrap();
+        for round in 0..2 {
+            let at = replicas.iter().position(|r| r.id == follower).unwrap();
+            let replica = replicas.remove(at);
+            stop(&net, replica).await;
+            for _ in 0..5 {
+                write(&replicas, client.proposal(append("s", b"abcde"))).await;
+            }
+            let (replica, found) = start_from_disk(&net, follower, &paths[follower as usize - 1]).await;
+            assert!(found > 10, "round {round}: recovery found only {found} raft records");
+            replicas.push(replica);
+            wait_converged(&replicas.iter().collect::<Vec<_>>()).await;
+        }
+        let expected = snapshot_of(&replicas[0]);
+        for replica in &replicas {
+            assert_eq!(snapshot_of(replica), expected, "replica {} differs", replica.id);
+            assert_eq!(tail(replica), Some(10 * 10 + 2 * 5 * 5));
+        }
+
+        // Stop everything; restart from disk; every acknowledged write is there.
+        let last = replicas[0].raft.metrics().borrow_watched().last_applied;
+        for replica in replicas.drain(..) {
+            stop(&net, replica).await;
+        }
+        for (i, path) in paths.iter().enumerate() {
+            let (replica, found) = start_from_disk(&net, i as NodeId + 1, path).await;
+            assert!(found > 0);
+            replicas.push(replica);
+        }
+        // The write commits in the new leader's term, which applies
+        // everything before it on every replica.
+        write(&replicas, client.proposal(append("s", b"z"))).await;
+        let all: Vec<&Replica> = replicas.iter().collect();
+        wait_converged(&all).await;
+        assert!(replicas[0].machine.applied().map(|a| a.index) > last.map(|a| a.index));
+        for replica in &replicas {
+            assert_eq!(tail(replica), Some(10 * 10 + 2 * 5 * 5 + 1), "replica {} lost a write", replica.id);
+            assert_eq!(snapshot_of(replica), snapshot_of(&replicas[0]));
+        }
+        for replica in replicas.drain(..) {
+            stop(&net, replica).await;
+        }
+    });
+    drop(dirs);
+}

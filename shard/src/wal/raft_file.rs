@@ -1,0 +1,146 @@
+//! The raft log file of a replicated group (FORMAT.md, "Raft log file"):
+//! `checkpoints/raft-<g:05>.log`, the group's raft records carried over
+//! when recovery consolidates the WAL.
+//!
+//! Recovery removes every WAL segment once it has made a new baseline; a
+//! replicated group's raft records (entries not yet covered by a snapshot,
+//! the vote, the committed hint) cannot be folded into its group snapshot,
+//! so they are written here first, whole, and read back ahead of the WAL on
+//! the next open. The file is written to a temporary name, synced and
+//! renamed, so it is the old or the new one, never a mix. This module owns
+//! the byte layout only: the bodies are opaque `RaftRecord` encodings.
+//! [`decode`] takes arbitrary bytes, never panics and never allocates from
+//! a length it has not checked against the input.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::format::MAX_BODY_LEN;
+use crate::error::{Error, Result};
+
+/// First eight bytes of a raft log file.
+pub const MAGIC: [u8; 8] = *b"RILLRLOG";
+/// Version written by this code.
+pub const VERSION: u16 = 1;
+/// Bytes before the first record: magic, version, reserved, group, count.
+pub const HEADER_LEN: usize = 20;
+const CHECKSUM_LEN: usize = 32;
+
+/// The file of group `group` under the checkpoint directory.
+pub fn path(checkpoint_dir: &Path, group: u32) -> PathBuf {
+    checkpoint_dir.join(format!("raft-{group:05}.log"))
+}
+
+/// The file's bytes for `group`'s records, in order.
+pub fn encode(group: u32, records: &[Vec<u8>]) -> Vec<u8> {
+    let body: usize = records.iter().map(|r| 4 + r.len()).sum();
+    let mut out = Vec::with_capacity(HEADER_LEN + body + CHECKSUM_LEN);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&group.to_le_bytes());
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    for record in records {
+        out.extend_from_slice(&(record.len() as u32).to_le_bytes());
+        out.extend_from_slice(record);
+    }
+    let checksum = blake3::hash(&out);
+    out.extend_from_slice(checksum.as_bytes());
+    out
+}
+
+fn corrupt(why: impl Into<String>) -> Error {
+    Error::corrupted(format!("raft log file: {}", why.into()))
+}
+
+/// The group and the records of a raft log file.
+pub fn decode(bytes: &[u8]) -> Result<(u32, Vec<Vec<u8>>)> {
+    if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
+        return Err(corrupt("shorter than its header"));
+    }
+    if bytes[..8] != MAGIC {
+        return Err(corrupt("bad magic"));
+    }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version != VERSION {
+        return Err(corrupt(format!("format version {version}; this build reads version {VERSION}")));
+    }
+    let (content, checksum) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
+    if blake3::hash(content).as_bytes() != checksum {
+        return Err(corrupt("checksum mismatch"));
+    }
+    if bytes[10..12] != [0, 0] {
+        return Err(corrupt("nonzero reserved field"));
+    }
+    let group = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
+    let count = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")) as usize;
+    let mut rest = &content[HEADER_LEN..];
+    // Each record takes at least 5 bytes: never reserve more than that allows.
+    let mut records = Vec::with_capacity(count.min(rest.len() / 5));
+    for i in 0..count {
+        if rest.len() < 4 {
+            return Err(corrupt(format!("record {i} of {count} is cut short")));
+        }
+        let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        if len == 0 || len > MAX_BODY_LEN || len > rest.len() - 4 {
+            return Err(corrupt(format!("record {i} of {count} has length {len}")));
+        }
+        records.push(rest[4..4 + len].to_vec());
+        rest = &rest[4 + len..];
+    }
+    if !rest.is_empty() {
+        return Err(corrupt(format!("{} bytes after the last record", rest.len())));
+    }
+    Ok((group, records))
+}
+
+/// Reads group `group`'s file (`None` when there is none).
+pub fn read(checkpoint_dir: &Path, group: u32) -> Result<Option<Vec<Vec<u8>>>> {
+    let path = path(checkpoint_dir, group);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io_at("read raft log file", &path, e)),
+    };
+    let (found, records) = decode(&bytes).map_err(|e| e.in_file(&path))?;
+    if found != group {
+        return Err(corrupt(format!("holds group {found}")).in_file(&path));
+    }
+    Ok(Some(records))
+}
+
+/// Writes group `group`'s file atomically (the caller syncs the directory).
+pub fn write(checkpoint_dir: &Path, group: u32, records: &[Vec<u8>]) -> Result<()> {
+    use std::io::Write;
+    let path = path(checkpoint_dir, group);
+    let tmp = path.with_extension("log.tmp");
+    let mut file = fs::File::create(&tmp).map_err(|e| Error::io_at("create raft log file", &tmp, e))?;
+    file.write_all(&encode(group, records)).map_err(|e| Error::io_at("write raft log file", &tmp, e))?;
+    file.sync_all().map_err(|e| Error::io_at("sync raft log file", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| Error::io_at("rename raft log file", &path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_damage() {
+        let records = vec![vec![1, 2, 3], vec![9; 300], vec![0]];
+        let bytes = encode(7, &records);
+        assert_eq!(decode(&bytes).unwrap(), (7, records.clone()));
+        assert_eq!(decode(&encode(0, &[])).unwrap(), (0, vec![]));
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            assert!(decode(&bad).is_err(), "flip at {at}");
+        }
+        let mut newer = bytes.clone();
+        newer[8] = 2;
+        let err = decode(&newer).unwrap_err().to_string();
+        assert!(err.contains("version 2") && err.contains("version 1"), "{err}");
+    }
+}
