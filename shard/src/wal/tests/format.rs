@@ -190,7 +190,7 @@ fn header_layout_and_round_trip() {
     let crc = crc32c::crc32c(&future[..32]);
     future[32..36].copy_from_slice(&crc.to_le_bytes());
     let err = SegmentHeader::decode(&future).expect_err("a newer version");
-    assert!(err.to_string().contains("version 7") && err.to_string().contains("1 to 6"), "{err}");
+    assert!(err.to_string().contains("version 8") && err.to_string().contains("1 to 7"), "{err}");
     // Bytes after the header block (the records) do not matter to it.
     let mut longer = bytes.clone();
     longer.extend_from_slice(&[0xFF; 100]);
