@@ -19,6 +19,7 @@ pub mod journal;
 pub mod log_image;
 pub mod log_store;
 pub mod mem_net;
+pub mod net;
 pub mod state_machine;
 
 #[cfg(test)]

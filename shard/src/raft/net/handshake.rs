@@ -1,0 +1,135 @@
+//! The first bytes each side of a replica connection sends (FORMAT.md,
+//! "Replication handshake"): who it is and the shape it runs, so two
+//! nodes that do not belong together refuse each other at once instead of
+//! exchanging messages they would misread.
+//!
+//! ```text
+//! 0  8 magic "RILLNET\0"     8 2 u16 protocol (1)   10 2 u16 reserved 0
+//! 12 8 u64 cluster id        20 8 u64 node id
+//! 28 4 u32 groups            32 4 u32 cores         36 4 u32 CRC32C of [0, 36)
+//! ```
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Bytes of a hello.
+pub const HELLO_LEN: usize = 40;
+const MAGIC: [u8; 8] = *b"RILLNET\0";
+/// The protocol version this build speaks.
+pub const PROTOCOL: u16 = 1;
+
+/// One side's introduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub protocol: u16,
+    pub cluster: u64,
+    pub node: u64,
+    pub groups: u32,
+    pub cores: u32,
+}
+
+impl Hello {
+    /// This build's hello for `node` of `cluster`.
+    pub fn new(cluster: u64, node: u64, groups: u32, cores: u32) -> Self {
+        Hello { protocol: PROTOCOL, cluster, node, groups, cores }
+    }
+
+    /// The hello's bytes.
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut out = [0u8; HELLO_LEN];
+        out[0..8].copy_from_slice(&MAGIC);
+        out[8..10].copy_from_slice(&self.protocol.to_le_bytes());
+        out[12..20].copy_from_slice(&self.cluster.to_le_bytes());
+        out[20..28].copy_from_slice(&self.node.to_le_bytes());
+        out[28..32].copy_from_slice(&self.groups.to_le_bytes());
+        out[32..36].copy_from_slice(&self.cores.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..36]);
+        out[36..40].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Parses a hello; anything that is not one is `Corrupted`.
+    pub fn decode(bytes: &[u8; HELLO_LEN]) -> Result<Hello> {
+        let corrupt = |why: &str| Error::corrupted(format!("replication handshake: {why}"));
+        if bytes[0..8] != MAGIC {
+            return Err(corrupt("not a rill replica (bad magic)"));
+        }
+        let crc = u32::from_le_bytes(bytes[36..40].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&bytes[..36]) != crc {
+            return Err(corrupt("checksum mismatch"));
+        }
+        if bytes[10..12] != [0, 0] {
+            return Err(corrupt("nonzero reserved field"));
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        Ok(Hello {
+            protocol: u16::from_le_bytes([bytes[8], bytes[9]]),
+            cluster: u64_at(12),
+            node: u64_at(20),
+            groups: u32_at(28),
+            cores: u32_at(32),
+        })
+    }
+
+    /// Refuses a peer that does not belong with us (`ShapeMismatch` naming
+    /// the field: ours is "recorded", theirs "requested"); `expected` is the
+    /// node we dialled, when we dialled.
+    pub fn accept(&self, peer: &Hello, expected: Option<u64>) -> Result<()> {
+        let mismatch = |field: &'static str, ours: u64, theirs: u64| {
+            Err(Error::new(ErrorKind::ShapeMismatch { field, recorded: ours, requested: theirs }))
+        };
+        if peer.protocol != self.protocol {
+            return mismatch("replication protocol", self.protocol.into(), peer.protocol.into());
+        }
+        if peer.cluster != self.cluster {
+            return mismatch("cluster id", self.cluster, peer.cluster);
+        }
+        if peer.groups != self.groups {
+            return mismatch("groups", self.groups.into(), peer.groups.into());
+        }
+        if peer.cores != self.cores {
+            return mismatch("cores", self.cores.into(), peer.cores.into());
+        }
+        if let Some(node) = expected {
+            if peer.node != node {
+                return mismatch("node id", node, peer.node);
+            }
+        }
+        if peer.node == self.node {
+            return mismatch("node id (a node dialled itself)", self.node, peer.node);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hellos_round_trip_and_mismatches_are_named() {
+        let ours = Hello::new(0xC1, 1, 64, 2);
+        let theirs = Hello::new(0xC1, 2, 64, 2);
+        assert_eq!(Hello::decode(&theirs.encode()).unwrap(), theirs);
+        ours.accept(&theirs, Some(2)).unwrap();
+        ours.accept(&theirs, None).unwrap();
+        for (peer, expected, field) in [
+            (Hello::new(0xC2, 2, 64, 2), None, "cluster id"),
+            (Hello::new(0xC1, 2, 32, 2), None, "groups"),
+            (Hello::new(0xC1, 2, 64, 1), None, "cores"),
+            (Hello::new(0xC1, 3, 64, 2), Some(2), "node id"),
+            (Hello { protocol: 2, ..theirs }, None, "replication protocol"),
+        ] {
+            let err = ours.accept(&peer, expected).unwrap_err();
+            assert!(
+                matches!(err.kind(), ErrorKind::ShapeMismatch { field: f, .. } if *f == field),
+                "{field}: {err}"
+            );
+        }
+        for at in 0..HELLO_LEN {
+            let mut bad = theirs.encode();
+            bad[at] ^= 1;
+            assert!(Hello::decode(&bad).is_err(), "flip at {at}");
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! What replicas say to each other, in rill's own encoding.
+//!
+//! Every openraft RPC and its reply has a [`NetRequest`] / [`NetReply`]
+//! form built from the same plain types as the log records (`wire.rs`), so
+//! neither the network nor the disk carries openraft's serde output, and
+//! the conversions live here only. A reply carries an error as text: the
+//! caller turns it into openraft's `Unreachable`, which makes openraft back
+//! off and retry, the right answer to any failure on the far side.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::super::state_machine::GroupSnapshot;
+use super::super::types::{Entry, LogId, RillRaft, SnapshotMeta, StoredMembership, Vote};
+use super::super::wire::{to_entry, RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
+use crate::error::{Error, Result};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+
+/// A request from one replica of a group to another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NetRequest {
+    Append {
+        vote: WireVote,
+        prev: Option<WireLogId>,
+        entries: Vec<(WireLogId, WirePayload)>,
+        commit: Option<WireLogId>,
+    },
+    Vote { vote: WireVote, last: Option<WireLogId> },
+    PreVote { vote: WireVote, last: Option<WireLogId> },
+    Snapshot {
+        vote: WireVote,
+        last: Option<WireLogId>,
+        membership_at: Option<WireLogId>,
+        membership: WireMembership,
+        data: Bytes,
+    },
+}
+
+/// The answer to a [`NetRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NetReply {
+    AppendSuccess,
+    AppendPartial(Option<WireLogId>),
+    AppendConflict,
+    AppendHigherVote(WireVote),
+    Vote { vote: WireVote, granted: bool, last: Option<WireLogId> },
+    Snapshot { vote: WireVote },
+    /// The far side failed the request (its text).
+    Failed(String),
+}
+
+fn log_id(id: &Option<LogId>) -> Option<WireLogId> {
+    id.as_ref().map(WireLogId::of)
+}
+
+fn to_log_id(id: Option<WireLogId>) -> Option<LogId> {
+    id.map(WireLogId::to_log_id)
+}
+
+impl NetRequest {
+    /// The wire form of an append.
+    pub fn append(rpc: &AppendEntriesRequest<RillRaft>) -> Self {
+        let entries = rpc
+            .entries
+            .iter()
+            .map(|entry| match RaftRecord::entry(entry) {
+                RaftRecord::Entry { log_id, payload } => (log_id, payload),
+                _ => unreachable_entry(),
+            })
+            .collect();
+        NetRequest::Append {
+            vote: WireVote::of(&rpc.vote),
+            prev: log_id(&rpc.prev_log_id),
+            entries,
+            commit: log_id(&rpc.leader_commit),
+        }
+    }
+
+    /// The wire form of a vote or pre-vote.
+    pub fn vote(rpc: &VoteRequest<RillRaft>, pre: bool) -> Self {
+        let (vote, last) = (WireVote::of(&rpc.vote), log_id(&rpc.last_log_id));
+        if pre {
+            NetRequest::PreVote { vote, last }
+        } else {
+            NetRequest::Vote { vote, last }
+        }
+    }
+
+    /// The wire form of a full snapshot.
+    pub fn snapshot(vote: &Vote, snapshot: &GroupSnapshot) -> Self {
+        NetRequest::Snapshot {
+            vote: WireVote::of(vote),
+            last: log_id(&snapshot.meta.last_log_id),
+            membership_at: log_id(snapshot.meta.last_membership.log_id()),
+            membership: WireMembership::of(snapshot.meta.last_membership.membership()),
+            data: snapshot.snapshot.clone(),
+        }
+    }
+}
+
+fn unreachable_entry() -> (WireLogId, WirePayload) {
+    // `RaftRecord::entry` only ever builds an `Entry` record.
+    (WireLogId { term: 0, node: 0, index: 0 }, WirePayload::Blank)
+}
+
+/// An append request as openraft takes it.
+pub fn to_append(
+    vote: WireVote,
+    prev: Option<WireLogId>,
+    entries: &[(WireLogId, WirePayload)],
+    commit: Option<WireLogId>,
+) -> Result<AppendEntriesRequest<RillRaft>> {
+    let entries: Vec<Entry> =
+        entries.iter().map(|(id, payload)| to_entry(*id, payload)).collect::<Result<_>>()?;
+    Ok(AppendEntriesRequest {
+        vote: vote.to_vote(),
+        prev_log_id: to_log_id(prev),
+        entries,
+        leader_commit: to_log_id(commit),
+    })
+}
+
+/// A snapshot as openraft takes it.
+pub fn to_snapshot(
+    last: Option<WireLogId>,
+    membership_at: Option<WireLogId>,
+    membership: &WireMembership,
+    data: Bytes,
+) -> Result<GroupSnapshot> {
+    let meta = SnapshotMeta {
+        last_log_id: to_log_id(last),
+        last_membership: StoredMembership::new(to_log_id(membership_at), membership.to_membership()?),
+    };
+    Ok(GroupSnapshot { meta, snapshot: data })
+}
+
+impl NetReply {
+    /// The wire form of an append reply.
+    pub fn append(reply: &AppendEntriesResponse<RillRaft>) -> Self {
+        match reply {
+            AppendEntriesResponse::Success => NetReply::AppendSuccess,
+            AppendEntriesResponse::PartialSuccess(id) => NetReply::AppendPartial(log_id(id)),
+            AppendEntriesResponse::Conflict => NetReply::AppendConflict,
+            AppendEntriesResponse::HigherVote(vote) => NetReply::AppendHigherVote(WireVote::of(vote)),
+        }
+    }
+
+    /// The wire form of a vote reply.
+    pub fn vote(reply: &VoteResponse<RillRaft>) -> Self {
+        NetReply::Vote { vote: WireVote::of(&reply.vote), granted: reply.vote_granted, last: log_id(&reply.last_log_id) }
+    }
+
+    /// openraft's append reply, or the failure this reply carries.
+    pub fn into_append(self) -> Result<AppendEntriesResponse<RillRaft>> {
+        match self {
+            NetReply::AppendSuccess => Ok(AppendEntriesResponse::Success),
+            NetReply::AppendPartial(id) => Ok(AppendEntriesResponse::PartialSuccess(to_log_id(id))),
+            NetReply::AppendConflict => Ok(AppendEntriesResponse::Conflict),
+            NetReply::AppendHigherVote(vote) => Ok(AppendEntriesResponse::HigherVote(vote.to_vote())),
+            other => Err(other.unexpected("an append reply")),
+        }
+    }
+
+    /// openraft's vote reply, or the failure this reply carries.
+    pub fn into_vote(self) -> Result<VoteResponse<RillRaft>> {
+        match self {
+            NetReply::Vote { vote, granted, last } => Ok(VoteResponse::new(vote.to_vote(), to_log_id(last), granted)),
+            other => Err(other.unexpected("a vote reply")),
+        }
+    }
+
+    /// openraft's snapshot reply, or the failure this reply carries.
+    pub fn into_snapshot(self) -> Result<SnapshotResponse<RillRaft>> {
+        match self {
+            NetReply::Snapshot { vote } => Ok(SnapshotResponse::new(vote.to_vote())),
+            other => Err(other.unexpected("a snapshot reply")),
+        }
+    }
+
+    fn unexpected(self, wanted: &str) -> Error {
+        match self {
+            NetReply::Failed(why) => peer_error(format!("the peer failed the request: {why}")),
+            other => peer_error(format!("expected {wanted}, the peer sent {other:?}")),
+        }
+    }
+}
+
+/// A failure on the far side of a link (an I/O-class error: transient).
+pub fn peer_error(what: String) -> Error {
+    Error::io("raft peer", std::io::Error::other(what))
+}

@@ -1,0 +1,311 @@
+//! [`TcpNet`]: a node's replica connections over TCP, on its glommio
+//! executor.
+//!
+//! Each node listens on its raft address; to reach a peer it dials once
+//! and keeps the connection, sending requests on it and reading the
+//! replies back from it (the peer does the same the other way, so a pair of
+//! nodes has two connections). Both sides first exchange a [`Hello`] and
+//! refuse a peer of another cluster or shape. A writer task per connection
+//! takes everything queued and sends it as one frame, so concurrent
+//! requests (appends of many groups, heartbeats) coalesce while a write is
+//! in flight, and a lone request goes at once. An incoming request is
+//! handed to its group's `Raft` in its own task, so a slow group never
+//! stalls the connection. A failed connection fails every request waiting
+//! on it (openraft sees `Unreachable` and retries) and the next request
+//! dials again.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures::channel::{mpsc, oneshot};
+use futures::io::{AsyncReadExt, AsyncWriteExt, ReadHalf};
+use futures::StreamExt;
+use glommio::net::{TcpListener, TcpStream};
+use openraft::AsyncRuntime;
+
+use super::frame::{self, Kind, Message, FRAME_HEADER_LEN};
+use super::handshake::{Hello, HELLO_LEN};
+use super::messages::{peer_error, to_append, to_snapshot, NetReply, NetRequest};
+use super::super::mem_net::GroupRaft;
+use super::super::rt::GlommioRt;
+use super::super::types::NodeId;
+use crate::error::{Error, Result};
+
+/// How long a dial may take before the request fails.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+type Pending = RefCell<HashMap<u64, oneshot::Sender<Result<Vec<u8>>>>>;
+
+#[derive(Debug)]
+struct Conn {
+    outbox: mpsc::UnboundedSender<Message>,
+    pending: Pending,
+}
+
+#[derive(Debug)]
+struct Inner {
+    hello: Hello,
+    peers: RefCell<BTreeMap<NodeId, SocketAddr>>,
+    groups: RefCell<BTreeMap<u32, GroupRaft>>,
+    conns: RefCell<BTreeMap<NodeId, Rc<Conn>>>,
+    next_id: Cell<u64>,
+}
+
+/// One node's transport. Clones share it.
+#[derive(Debug, Clone)]
+pub struct TcpNet {
+    inner: Rc<Inner>,
+}
+
+fn io(op: &'static str, err: impl Into<std::io::Error>) -> Error {
+    Error::io(op, err.into())
+}
+
+async fn read_frame(reader: &mut ReadHalf<TcpStream>) -> Result<Vec<Message>> {
+    let mut header = [0u8; FRAME_HEADER_LEN];
+    reader.read_exact(&mut header).await.map_err(|e| io("read replication frame", e))?;
+    let len = frame::payload_len(&header)?;
+    let mut payload = vec![0u8; len];
+    reader.read_exact(&mut payload).await.map_err(|e| io("read replication frame", e))?;
+    frame::decode(&header, &payload)
+}
+
+/// Sends everything queued as frames until the queue closes or a write
+/// fails.
+async fn write_loop(
+    mut writer: futures::io::WriteHalf<TcpStream>,
+    mut outbox: mpsc::UnboundedReceiver<Message>,
+) -> Result<()> {
+    let mut buf = Vec::new();
+    while let Some(first) = outbox.next().await {
+        let mut batch = vec![first];
+        while batch.len() < usize::from(u16::MAX) {
+            match outbox.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        buf.clear();
+        frame::encode(&batch, &mut buf)?;
+        writer.write_all(&buf).await.map_err(|e| io("write replication frame", e))?;
+    }
+    Ok(())
+}
+
+/// Removes a request's waiter when the request stops waiting.
+struct Forget<'a> {
+    conn: &'a Conn,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.conn.pending.borrow_mut().remove(&self.id);
+    }
+}
+
+impl TcpNet {
+    /// The transport of `hello.node`, which knows its peers' raft
+    /// addresses.
+    pub fn new(hello: Hello, peers: BTreeMap<NodeId, SocketAddr>) -> Self {
+        let inner = Inner {
+            hello,
+            peers: RefCell::new(peers),
+            groups: RefCell::new(BTreeMap::new()),
+            conns: RefCell::new(BTreeMap::new()),
+            next_id: Cell::new(1),
+        };
+        Self { inner: Rc::new(inner) }
+    }
+
+    /// Serves `group`'s incoming requests with `raft`.
+    pub fn serve_group(&self, group: u32, raft: GroupRaft) {
+        self.inner.groups.borrow_mut().insert(group, raft);
+    }
+
+    /// Stops serving `group` (its replica stopped).
+    pub fn unserve_group(&self, group: u32) {
+        self.inner.groups.borrow_mut().remove(&group);
+    }
+
+    /// Accepts peers on `listener` until the executor ends.
+    pub fn listen(&self, listener: TcpListener) {
+        let net = self.clone();
+        drop(GlommioRt::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok(stream) => {
+                        let net = net.clone();
+                        drop(GlommioRt::spawn(async move {
+                            if let Err(err) = net.serve(stream).await {
+                                tracing::debug!(error = %err, "replica connection closed");
+                            }
+                        }));
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "accepting a replica connection failed");
+                        GlommioRt::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        }));
+    }
+
+    /// One accepted connection: handshake, then answer its requests.
+    async fn serve(&self, stream: TcpStream) -> Result<()> {
+        stream.set_nodelay(true).map_err(|e| io("set TCP_NODELAY", e))?;
+        let (mut reader, mut writer) = stream.split();
+        let mut theirs = [0u8; HELLO_LEN];
+        reader.read_exact(&mut theirs).await.map_err(|e| io("read replication handshake", e))?;
+        let peer = Hello::decode(&theirs)?;
+        writer.write_all(&self.inner.hello.encode()).await.map_err(|e| io("write replication handshake", e))?;
+        self.inner.hello.accept(&peer, None)?;
+        let (replies, outbox) = mpsc::unbounded();
+        let writing = GlommioRt::spawn(write_loop(writer, outbox));
+        let result = loop {
+            let messages = match read_frame(&mut reader).await {
+                Ok(messages) => messages,
+                Err(err) => break Err(err),
+            };
+            for message in messages {
+                if message.kind != Kind::Request {
+                    continue;
+                }
+                let (net, replies) = (self.clone(), replies.clone());
+                drop(GlommioRt::spawn(async move {
+                    let reply = net.answer(message.group, &message.body).await;
+                    let body = postcard::to_stdvec(&reply).expect("a reply always encodes");
+                    let _ = replies.unbounded_send(Message { group: message.group, id: message.id, kind: Kind::Reply, body });
+                }));
+            }
+        };
+        drop(replies);
+        drop(writing);
+        result
+    }
+
+    /// Hands one request to its group's raft.
+    async fn answer(&self, group: u32, body: &[u8]) -> NetReply {
+        let Some(raft) = self.inner.groups.borrow().get(&group).cloned() else {
+            return NetReply::Failed(format!("group {group} is not served here"));
+        };
+        let request: NetRequest = match postcard::from_bytes(body) {
+            Ok(request) => request,
+            Err(e) => return NetReply::Failed(format!("undecodable request: {e}")),
+        };
+        let failed = |e: &dyn std::fmt::Display| NetReply::Failed(e.to_string());
+        match request {
+            NetRequest::Append { vote, prev, entries, commit } => match to_append(vote, prev, &entries, commit) {
+                Ok(rpc) => raft.append_entries(rpc).await.map(|r| NetReply::append(&r)).unwrap_or_else(|e| failed(&e)),
+                Err(e) => failed(&e),
+            },
+            NetRequest::Vote { vote, last } => raft
+                .vote(openraft::raft::VoteRequest::new(vote.to_vote(), last.map(|l| l.to_log_id())))
+                .await
+                .map(|r| NetReply::vote(&r))
+                .unwrap_or_else(|e| failed(&e)),
+            NetRequest::PreVote { vote, last } => raft
+                .pre_vote(openraft::raft::VoteRequest::new(vote.to_vote(), last.map(|l| l.to_log_id())))
+                .await
+                .map(|r| NetReply::vote(&r))
+                .unwrap_or_else(|e| failed(&e)),
+            NetRequest::Snapshot { vote, last, membership_at, membership, data } => {
+                match to_snapshot(last, membership_at, &membership, data) {
+                    Ok(snapshot) => raft
+                        .install_full_snapshot(vote.to_vote(), snapshot)
+                        .await
+                        .map(|r| NetReply::Snapshot { vote: super::super::wire::WireVote::of(&r.vote) })
+                        .unwrap_or_else(|e| failed(&e)),
+                    Err(e) => failed(&e),
+                }
+            }
+        }
+    }
+
+    /// The connection to `target`, dialled if there is none.
+    async fn conn(&self, target: NodeId) -> Result<Rc<Conn>> {
+        if let Some(conn) = self.inner.conns.borrow().get(&target) {
+            return Ok(conn.clone());
+        }
+        let addr = *self
+            .inner
+            .peers
+            .borrow()
+            .get(&target)
+            .ok_or_else(|| peer_error(format!("node {target} has no known raft address")))?;
+        let stream = TcpStream::connect_timeout(addr, DIAL_TIMEOUT).await.map_err(|e| io("dial a replica", e))?;
+        stream.set_nodelay(true).map_err(|e| io("set TCP_NODELAY", e))?;
+        let (mut reader, mut writer) = stream.split();
+        writer.write_all(&self.inner.hello.encode()).await.map_err(|e| io("write replication handshake", e))?;
+        let mut theirs = [0u8; HELLO_LEN];
+        reader.read_exact(&mut theirs).await.map_err(|e| io("read replication handshake", e))?;
+        self.inner.hello.accept(&Hello::decode(&theirs)?, Some(target))?;
+        // Another request may have dialled meanwhile: keep the first.
+        if let Some(conn) = self.inner.conns.borrow().get(&target) {
+            return Ok(conn.clone());
+        }
+        let (outbox, queued) = mpsc::unbounded();
+        let conn = Rc::new(Conn { outbox, pending: RefCell::new(HashMap::new()) });
+        self.inner.conns.borrow_mut().insert(target, conn.clone());
+        drop(GlommioRt::spawn(write_loop(writer, queued)));
+        let (net, reading) = (self.clone(), conn.clone());
+        drop(GlommioRt::spawn(async move {
+            let err = loop {
+                match read_frame(&mut reader).await {
+                    Ok(messages) => {
+                        for m in messages.into_iter().filter(|m| m.kind == Kind::Reply) {
+                            if let Some(waiter) = reading.pending.borrow_mut().remove(&m.id) {
+                                let _ = waiter.send(Ok(m.body));
+                            }
+                        }
+                    }
+                    Err(err) => break err,
+                }
+            };
+            net.drop_conn(target, &reading, err);
+        }));
+        Ok(conn)
+    }
+
+    /// Forgets a broken connection and fails what waited on it.
+    fn drop_conn(&self, target: NodeId, conn: &Rc<Conn>, err: Error) {
+        let mut conns = self.inner.conns.borrow_mut();
+        if conns.get(&target).is_some_and(|c| Rc::ptr_eq(c, conn)) {
+            conns.remove(&target);
+        }
+        drop(conns);
+        conn.outbox.close_channel();
+        let waiting: Vec<_> = conn.pending.borrow_mut().drain().collect();
+        for (_, waiter) in waiting {
+            let _ = waiter.send(Err(peer_error(format!("connection to node {target} lost: {err}"))));
+        }
+    }
+
+    /// Sends `request` for `group` to `target` and waits for the reply, at
+    /// most `ttl`.
+    pub async fn call(&self, target: NodeId, group: u32, request: &NetRequest, ttl: Duration) -> Result<NetReply> {
+        let attempt = async {
+            let conn = self.conn(target).await?;
+            let id = self.inner.next_id.get();
+            self.inner.next_id.set(id + 1);
+            let body = postcard::to_stdvec(request).expect("a request always encodes");
+            let (tx, rx) = oneshot::channel();
+            conn.pending.borrow_mut().insert(id, tx);
+            // A request that times out or is dropped stops waiting for good.
+            let _forget = Forget { conn: &conn, id };
+            if conn.outbox.unbounded_send(Message { group, id, kind: Kind::Request, body }).is_err() {
+                return Err(peer_error(format!("connection to node {target} is closing")));
+            }
+            let answer = rx.await.map_err(|_| peer_error(format!("connection to node {target} dropped")));
+            let reply = answer??;
+            postcard::from_bytes(&reply).map_err(|e| peer_error(format!("undecodable reply from node {target}: {e}")))
+        };
+        match GlommioRt::timeout(ttl, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(peer_error(format!("node {target} did not answer within {ttl:?}"))),
+        }
+    }
+}
