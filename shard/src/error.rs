@@ -120,6 +120,15 @@ pub enum ErrorCode {
     ShuttingDown,
     /// A broken invariant of the engine (a bug).
     Internal,
+    /// This node's replica of the group is not its leader (replicated
+    /// groups): send the request to the leader.
+    NotLeader,
+    /// The group's leader could not reach a quorum within the request
+    /// timeout (replicated groups): a write may still commit later.
+    NoQuorum,
+    /// The outcome of a write is unknown after a leader change (replicated
+    /// groups): retry it with an idempotent producer.
+    Indeterminate,
 }
 
 impl ErrorCode {
@@ -165,6 +174,9 @@ impl ErrorCode {
             ErrorCode::Poisoned => "poisoned",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
+            ErrorCode::NotLeader => "not_leader",
+            ErrorCode::NoQuorum => "no_quorum",
+            ErrorCode::Indeterminate => "indeterminate",
         }
     }
 
@@ -177,7 +189,10 @@ impl ErrorCode {
             | ErrorCode::ColdBackpressure
             | ErrorCode::DirectoryInUse
             | ErrorCode::Overloaded
-            | ErrorCode::UncommittedBackpressure => ErrorClass::Temporary,
+            | ErrorCode::UncommittedBackpressure
+            | ErrorCode::NotLeader
+            | ErrorCode::NoQuorum
+            | ErrorCode::Indeterminate => ErrorClass::Temporary,
             ErrorCode::Corrupted
             | ErrorCode::Io
             | ErrorCode::Poisoned
@@ -480,6 +495,28 @@ pub enum ErrorKind {
         /// Where it was noticed.
         what: &'static str,
     },
+    /// This node's replica of `group` is not its leader; `leader` is the
+    /// leader's node id when this node knows it.
+    NotLeader {
+        /// The replicated group.
+        group: u32,
+        /// The leader's node id, when known.
+        leader: Option<u64>,
+    },
+    /// `group`'s leader could not commit within `waited_ms`: no quorum of
+    /// replicas answered. A write that got this may still commit later.
+    NoQuorum {
+        /// The replicated group.
+        group: u32,
+        /// How long the request waited.
+        waited_ms: u64,
+    },
+    /// The outcome of a write to `group` is unknown: leadership changed
+    /// while it was in flight. Retrying with an idempotent producer is safe.
+    Indeterminate {
+        /// The replicated group.
+        group: u32,
+    },
 }
 
 impl ErrorKind {
@@ -525,6 +562,9 @@ impl ErrorKind {
             ErrorKind::Poisoned { .. } => ErrorCode::Poisoned,
             ErrorKind::ShuttingDown => ErrorCode::ShuttingDown,
             ErrorKind::Internal { .. } => ErrorCode::Internal,
+            ErrorKind::NotLeader { .. } => ErrorCode::NotLeader,
+            ErrorKind::NoQuorum { .. } => ErrorCode::NoQuorum,
+            ErrorKind::Indeterminate { .. } => ErrorCode::Indeterminate,
         }
     }
 }
@@ -830,6 +870,20 @@ impl fmt::Display for Error {
             }
             ErrorKind::ShuttingDown => write!(f, "the engine is shut down"),
             ErrorKind::Internal { what } => write!(f, "internal error in {what} (a bug in the engine)"),
+            ErrorKind::NotLeader { group, leader: Some(leader) } => {
+                write!(f, "this node does not lead group {group}; node {leader} does")
+            }
+            ErrorKind::NotLeader { group, leader: None } => {
+                write!(f, "this node does not lead group {group}, and no leader is known yet")
+            }
+            ErrorKind::NoQuorum { group, waited_ms } => write!(
+                f,
+                "group {group} could not reach a quorum of replicas within {waited_ms} ms (a write may still commit)"
+            ),
+            ErrorKind::Indeterminate { group } => write!(
+                f,
+                "the outcome of the write to group {group} is unknown after a leader change (retry with an idempotent producer)"
+            ),
         }?;
         if let Some(p) = self.placement {
             write!(f, " (core {}, group {})", p.core, p.group)?;

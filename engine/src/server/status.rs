@@ -109,6 +109,11 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::UncommittedBackpressure
         | ErrorCode::DirectoryInUse
         | ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        // Replicated groups during an election or without a quorum: retry
+        // (Retry-After) once a leader is established.
+        ErrorCode::NotLeader | ErrorCode::NoQuorum | ErrorCode::Indeterminate => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         // A stopped core: nothing this client can retry its way out of
         // until an operator reopens the engine.
         ErrorCode::Poisoned => StatusCode::SERVICE_UNAVAILABLE,

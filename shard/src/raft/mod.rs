@@ -20,6 +20,7 @@ pub mod log_image;
 pub mod log_store;
 pub mod mem_net;
 pub mod net;
+pub mod replica;
 pub mod state_machine;
 
 #[cfg(test)]
@@ -28,3 +29,5 @@ mod tests;
 mod cluster_tests;
 #[cfg(test)]
 mod durable_tests;
+#[cfg(test)]
+mod replica_tests;

@@ -1,0 +1,219 @@
+//! [`GroupReplica`]: one node's replica of a replicated group, as the
+//! runtime uses it: propose a command and get the state machine's reply,
+//! or read the group state linearizably, each bounded by a request
+//! timeout and failing with a typed error.
+//!
+//! * `propose` stamps the command with a fresh [`ProposalId`], hands it to
+//!   openraft and waits; the state machine answers through the replica's
+//!   [`Waiters`] when the entry applies here, so the reply is exactly what
+//!   `GroupState::apply` produced. A reply means committed on a quorum of
+//!   durable logs and applied on this node. A follower answers
+//!   `NotLeader` (with the leader when known) before logging anything; an
+//!   entry dropped by a leader change is `Indeterminate`; a leader that
+//!   cannot commit within the timeout answers `NoQuorum` (the entry may
+//!   still commit later: retry with an idempotent producer), one that lost
+//!   leadership meanwhile `Indeterminate`.
+//! * `read` confirms leadership with a quorum first (ReadIndex) and waits
+//!   until this node applied everything committed at that point, so a read
+//!   never returns state older than an acknowledged write; an isolated old
+//!   leader cannot confirm and answers `NoQuorum` or `NotLeader`.
+//! * Effects of every applied entry (live-reader wakes) go to the effect
+//!   hook on every replica, whoever proposed.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft::network::RaftNetworkFactory;
+use openraft::{AsyncRuntime, ReadPolicy};
+
+use super::journal::RaftJournal;
+use super::log_image::LogImage;
+use super::log_store::GroupLog;
+use super::mem_net::GroupRaft;
+use super::rt::GlommioRt;
+use super::state_machine::{ApplySink, GroupMachine, SnapshotBytes};
+use super::types::{LogId, NodeId, Proposal, ProposalId, RillRaft, StoredMembership};
+use crate::error::{Error, ErrorKind, Result};
+use crate::state::command::{Applied, Command, Effect};
+use crate::state::group::GroupState;
+
+type EffectHook = Box<dyn Fn(Vec<Effect>)>;
+
+/// Proposers waiting on this node, by proposal id; the state machine's sink.
+#[derive(Default)]
+pub struct Waiters {
+    waiting: RefCell<HashMap<ProposalId, oneshot::Sender<Applied>>>,
+    on_effects: RefCell<Option<EffectHook>>,
+}
+
+impl std::fmt::Debug for Waiters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiters").field("waiting", &self.waiting.borrow().len()).finish()
+    }
+}
+
+impl Waiters {
+    /// Sets where every applied entry's effects go.
+    pub fn on_effects(&self, hook: impl Fn(Vec<Effect>) + 'static) {
+        *self.on_effects.borrow_mut() = Some(Box::new(hook));
+    }
+}
+
+impl ApplySink for Waiters {
+    fn applied(&self, proposal: ProposalId, _index: u64, applied: Applied, effects: Vec<Effect>) {
+        let waiter = self.waiting.borrow_mut().remove(&proposal);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(applied);
+        }
+        if !effects.is_empty() {
+            if let Some(hook) = &*self.on_effects.borrow() {
+                hook(effects);
+            }
+        }
+    }
+}
+
+/// Stops waiting for a proposal (it answered, timed out or was dropped).
+struct Forget<'a> {
+    waiters: &'a Waiters,
+    id: ProposalId,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.waiters.waiting.borrow_mut().remove(&self.id);
+    }
+}
+
+/// What a replica is started from.
+#[derive(Debug)]
+pub struct ReplicaStart {
+    pub group: u32,
+    pub node: NodeId,
+    /// A random number drawn when the node started (see [`ProposalId`]).
+    pub boot: u64,
+    /// The group state and the last log id it reflects.
+    pub state: GroupState,
+    pub applied: Option<LogId>,
+    pub membership: StoredMembership,
+    /// The rebuilt raft log and the journal it continues in.
+    pub image: LogImage,
+    pub journal: Rc<dyn RaftJournal>,
+    pub config: std::sync::Arc<openraft::Config>,
+    /// How long a proposal or a read may wait.
+    pub timeout: Duration,
+}
+
+/// One node's replica of one group.
+#[derive(Debug)]
+pub struct GroupReplica {
+    group: u32,
+    node: NodeId,
+    boot: u64,
+    raft: GroupRaft,
+    machine: GroupMachine,
+    waiters: Rc<Waiters>,
+    seq: Cell<u64>,
+    timeout: Duration,
+}
+
+impl GroupReplica {
+    /// Starts the replica's consensus over `network`.
+    pub async fn start<N>(start: ReplicaStart, network: N) -> Result<GroupReplica>
+    where
+        N: RaftNetworkFactory<RillRaft>,
+        N::Network: openraft::network::NetSnapshot<RillRaft, SnapshotData = SnapshotBytes>,
+    {
+        let waiters = Rc::new(Waiters::default());
+        let machine = GroupMachine::new(start.state, start.applied, start.membership, waiters.clone());
+        let log = GroupLog::new(start.group, start.journal, start.image);
+        let raft = GroupRaft::new(start.node, start.config, network, log, machine.clone())
+            .await
+            .map_err(|e| Error::io("start a raft replica", std::io::Error::other(e.to_string())))?;
+        Ok(GroupReplica {
+            group: start.group,
+            node: start.node,
+            boot: start.boot,
+            raft,
+            machine,
+            waiters,
+            seq: Cell::new(0),
+            timeout: start.timeout,
+        })
+    }
+
+    /// The consensus handle (for the transport and for administration).
+    pub fn raft(&self) -> &GroupRaft {
+        &self.raft
+    }
+
+    /// The effect hook and the proposers' waiters.
+    pub fn waiters(&self) -> &Waiters {
+        &self.waiters
+    }
+
+    /// The node this replica believes leads the group.
+    pub fn leader(&self) -> Option<NodeId> {
+        use openraft::async_runtime::WatchReceiver;
+        self.raft.metrics().borrow_watched().current_leader
+    }
+
+    /// Reads the state as this node holds it, without any check (for
+    /// tests, metrics and stale reads the caller asked for).
+    pub fn local<T>(&self, f: impl FnOnce(&GroupState) -> T) -> T {
+        self.machine.with_state(f)
+    }
+
+    /// Proposes `cmd` and returns what applying it produced.
+    pub async fn propose(&self, cmd: Command) -> Result<Applied> {
+        let seq = self.seq.get() + 1;
+        self.seq.set(seq);
+        let id = ProposalId { node: self.node, boot: self.boot, seq };
+        let (tx, rx) = oneshot::channel();
+        self.waiters.waiting.borrow_mut().insert(id, tx);
+        let _forget = Forget { waiters: &self.waiters, id };
+        let started = Instant::now();
+        let group = self.group;
+        match GlommioRt::timeout(self.timeout, self.raft.client_write(Proposal { id, cmd })).await {
+            Ok(Ok(_receipt)) => rx.await.map_err(|_| Error::new(ErrorKind::Internal { what: "raft proposal reply" })),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to)))) => {
+                Err(Error::new(ErrorKind::NotLeader { group, leader: to.leader_id }))
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)))) => {
+                Err(Error::new(ErrorKind::Indeterminate { group }))
+            }
+            Ok(Err(RaftError::APIError(other))) => Err(Error::bad_request(format!("raft refused the write: {other}"))),
+            Ok(Err(RaftError::Fatal(_))) => Err(Error::new(ErrorKind::ShuttingDown)),
+            Err(_) if self.leader() == Some(self.node) => {
+                Err(Error::new(ErrorKind::NoQuorum { group, waited_ms: started.elapsed().as_millis() as u64 }))
+            }
+            Err(_) => Err(Error::new(ErrorKind::Indeterminate { group })),
+        }
+    }
+
+    /// Runs `f` on the group state once this node has confirmed it leads
+    /// and applied everything committed when the read began.
+    pub async fn read<T>(&self, f: impl FnOnce(&GroupState) -> T) -> Result<T> {
+        let started = Instant::now();
+        let group = self.group;
+        match GlommioRt::timeout(self.timeout, self.raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
+            Ok(Ok(_)) => Ok(self.machine.with_state(f)),
+            Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(to)))) => {
+                Err(Error::new(ErrorKind::NotLeader { group, leader: to.leader_id }))
+            }
+            Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)))) | Err(_) => {
+                Err(Error::new(ErrorKind::NoQuorum { group, waited_ms: started.elapsed().as_millis() as u64 }))
+            }
+            Ok(Err(RaftError::Fatal(_))) => Err(Error::new(ErrorKind::ShuttingDown)),
+        }
+    }
+
+    /// Stops the replica's consensus tasks.
+    pub async fn shutdown(&self) {
+        let _ = self.raft.shutdown().await;
+    }
+}
