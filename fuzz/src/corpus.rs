@@ -3,10 +3,11 @@
 //!
 //! [`seeds`] generates, deterministically, a few dozen inputs per target:
 //! valid encodings made by the real encoders (headers, records, segments,
-//! group snapshots, commands, shape files), their truncations, and bit
-//! flips. The commands cover every operation, forks included, and one
-//! snapshot seed holds a fork book of every kind of entry. The output is
-//! committed under `fuzz/corpus/<target>/` (the test
+//! group snapshots, commands, raft records and raft log files, shape
+//! files), their truncations, and bit flips. The commands cover every
+//! operation, forks included, one snapshot seed holds a fork book of every
+//! kind of entry, and the raft records cover every kind of record. The
+//! output is committed under `fuzz/corpus/<target>/` (the test
 //! `fuzz/tests/decoders.rs` checks that it is current and rewrites it when
 //! `RILL_FUZZ_WRITE_CORPUS=1`), so libFuzzer starts from it and every input
 //! ever found to crash a target can be added next to it by hand. [`mutate`]
@@ -15,6 +16,9 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
+use rill_shard::raft::log_image::LogImage;
+use rill_shard::raft::types::{Member, Proposal, ProposalId};
+use rill_shard::raft::wire::{RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
 use rill_shard::state::api::{Append, AppendBatch, Close, Create, ForkPoint, ProducerArgs, PublishSnapshot};
 use rill_shard::state::command::{
     Command, CompactCommit, FlushCommit, ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck,
@@ -24,6 +28,7 @@ use rill_shard::state::command::{
 };
 use rill_shard::state::group::GroupState;
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader, BLOCK};
+use rill_shard::wal::raft_file;
 use rill_shard::StreamId;
 
 use crate::cursor::Cursor;
@@ -315,6 +320,48 @@ pub fn fork_commands(state: &mut GroupState, mut now: u64) -> Vec<Command> {
     out
 }
 
+/// A replicated group's raft log as its records (FORMAT.md "Raft
+/// records"), every kind of record and of entry, in an order that rebuilds:
+/// a purge, a joint membership change and a blank entry of term 1, the
+/// blank entry cut off again, the votes of node 2 for term 2 (asked, then
+/// granted by a quorum), its blank entry and two commands of `commands`
+/// (the second and the last), and the committed hint.
+pub fn sample_raft_records(commands: &[Command]) -> Vec<RaftRecord> {
+    let id = |term, node, index| WireLogId { term, node, index };
+    let member =
+        |n: u64| Member { raft_addr: format!("10.0.0.{n}:7000"), http_addr: format!("10.0.0.{n}:8080") };
+    let membership = WireMembership {
+        configs: vec![vec![1, 2, 3], vec![2, 3, 4]],
+        nodes: (1..=4).map(|n| (n, member(n))).collect(),
+    };
+    let proposal = |seq, cmd: &Command| {
+        let id = ProposalId { node: 2, boot: 0xb007, seq };
+        WirePayload::Normal(Box::new(Proposal { id, cmd: cmd.clone() }))
+    };
+    let last = commands.last().expect("sample commands");
+    vec![
+        RaftRecord::Purge { upto: id(1, 1, 4) },
+        RaftRecord::Entry { log_id: id(1, 1, 5), payload: WirePayload::Membership(membership) },
+        RaftRecord::Entry { log_id: id(1, 1, 6), payload: WirePayload::Blank },
+        RaftRecord::Truncate { after: Some(id(1, 1, 5)) },
+        RaftRecord::Vote(WireVote { term: 2, node: 2, committed: false }),
+        RaftRecord::Vote(WireVote { term: 2, node: 2, committed: true }),
+        RaftRecord::Entry { log_id: id(2, 2, 6), payload: WirePayload::Blank },
+        RaftRecord::Entry { log_id: id(2, 2, 7), payload: proposal(1, &commands[1]) },
+        RaftRecord::Entry { log_id: id(2, 2, 8), payload: proposal(2, last) },
+        RaftRecord::Committed(Some(id(2, 2, 7))),
+    ]
+}
+
+/// The index field of a raft record's WAL record: the log index of an
+/// entry, else 0.
+fn raft_index(record: &RaftRecord) -> u64 {
+    match record {
+        RaftRecord::Entry { log_id, .. } => log_id.index,
+        _ => 0,
+    }
+}
+
 /// A segment holding `commands` in flushes of `per_flush` records.
 fn segment(first_lsn: u64, commands: &[Command], per_flush: usize) -> Vec<u8> {
     let mut bytes = SegmentHeader::new(1, 3, first_lsn).encode();
@@ -518,7 +565,119 @@ pub fn seeds() -> Vec<Seed> {
     for (name, bytes) in crate::http_target::seeds() {
         out.add("http_request", name, bytes);
     }
+    raft_seeds(&mut out, &commands);
     out.seeds
+}
+
+/// The seeds of WAL format 7 (the raft records of replicated groups), made
+/// after every other target's so that those keep their bytes: raft records
+/// of every kind and raft log files of them, and records of kind `Raft` for
+/// the WAL targets.
+fn raft_seeds(out: &mut Out, commands: &[Command]) {
+    // raft_record: the sample log's records, the variants it lacks, a
+    // refused membership, an integer spelt in more bytes than it needs, and
+    // recipes.
+    let log = sample_raft_records(commands);
+    for (i, record) in log.iter().enumerate() {
+        out.add_damaged("raft_record", &format!("record{i}"), record.encode(), 2);
+    }
+    let max = WireLogId { term: u64::MAX, node: u64::MAX, index: u64::MAX };
+    let orphan = WireMembership { configs: vec![vec![1, 2]], nodes: Vec::new() };
+    let others = [
+        ("truncate-all", RaftRecord::Truncate { after: None }),
+        ("committed-none", RaftRecord::Committed(None)),
+        ("purge-max", RaftRecord::Purge { upto: max }),
+        ("orphan-voter", RaftRecord::Entry { log_id: max, payload: WirePayload::Membership(orphan) }),
+    ];
+    for (name, record) in others {
+        out.add("raft_record", name, record.encode());
+    }
+    let mut overlong = RaftRecord::Vote(WireVote { term: 5, node: 1, committed: true }).encode();
+    assert_eq!(overlong, [1, 5, 1, 1], "a vote's postcard encoding");
+    overlong.splice(1..2, [0x85, 0x00]);
+    out.add("raft_record", "overlong-term", overlong);
+    for i in 0..4 {
+        let recipe = out.rng.bytes(16 + i * 48);
+        out.add("raft_record", format!("recipe{i}"), recipe);
+    }
+
+    // raft_log_file: files of the sample log (whole and compacted), an
+    // empty one, one of bodies that are not raft records; the framing of the
+    // sample log's file as the target wraps it ([u32 group][u8 count]
+    // [records]); recipes.
+    let bodies: Vec<Vec<u8>> = log.iter().map(RaftRecord::encode).collect();
+    let file = raft_file::encode(2, &bodies);
+    out.add_damaged("raft_log_file", "log", file.clone(), 3);
+    let image = LogImage::rebuild(&bodies).expect("the sample raft log rebuilds");
+    let compacted: Vec<Vec<u8>> = image.compacted().iter().map(RaftRecord::encode).collect();
+    out.add("raft_log_file", "compacted", raft_file::encode(2, &compacted));
+    out.add("raft_log_file", "empty", raft_file::encode(0, &[]));
+    out.add("raft_log_file", "not-raft-records", raft_file::encode(7, &[vec![1, 2, 3], vec![0xff; 40]]));
+    let mut framed = 2u32.to_le_bytes().to_vec();
+    framed.push(bodies.len() as u8);
+    framed.extend_from_slice(&file[raft_file::HEADER_LEN..file.len() - 32]);
+    out.add_damaged("raft_log_file", "framed", framed, 2);
+    for i in 0..4 {
+        let recipe = out.rng.bytes(24 + i * 64);
+        out.add("raft_log_file", format!("recipe{i}"), recipe);
+    }
+
+    // wal_record: records of kind Raft, an entry and a vote.
+    for (name, record) in [("raft-entry", &log[7]), ("raft-vote", &log[5])] {
+        let mut input = vec![0, 0];
+        encode_record(&mut input, 40, 2, raft_index(record), RecordKind::Raft, &record.encode())
+            .expect("corpus records are valid");
+        out.add_damaged("wal_record", name, input, 2);
+    }
+
+    // wal_segment: sample commands of groups 0 and 1, each followed by a
+    // record of group 2's raft log, six records a flush.
+    let mut seg = SegmentHeader::new(1, 3, 5).encode();
+    let mut flush = Vec::new();
+    let mut index = [0u64; 2];
+    let mut lsn = 5;
+    for (i, cmd) in commands.iter().take(log.len()).enumerate() {
+        index[i % 2] += 1;
+        let body = postcard::to_stdvec(cmd).expect("a command encodes");
+        encode_record(&mut flush, lsn, (i % 2) as u32, index[i % 2], RecordKind::Command, &body)
+            .expect("corpus records are valid");
+        let raft = &log[i];
+        encode_record(&mut flush, lsn + 1, 2, raft_index(raft), RecordKind::Raft, &raft.encode())
+            .expect("corpus records are valid");
+        lsn += 2;
+        if i % 3 == 2 {
+            pad_to_block(&mut flush);
+            seg.append(&mut flush);
+        }
+    }
+    pad_to_block(&mut flush);
+    seg.append(&mut flush);
+    out.add_damaged("wal_segment", "raft", seg, 3);
+
+    // recovery: a recipe of three groups, no checkpoint, one segment (lsns
+    // from 1) of raw bytes: group 2's raft log and one record of group 1,
+    // in one flush.
+    let mut flush = Vec::new();
+    for (i, record) in log.iter().chain([&RaftRecord::Committed(None)]).enumerate() {
+        let group = if i == log.len() { 1 } else { 2 };
+        encode_record(
+            &mut flush,
+            1 + i as u64,
+            group,
+            raft_index(record),
+            RecordKind::Raft,
+            &record.encode(),
+        )
+        .expect("corpus records are valid");
+    }
+    pad_to_block(&mut flush);
+    let mut recipe = 2u32.to_le_bytes().to_vec();
+    recipe.extend([0, 0]);
+    recipe.extend(0u32.to_le_bytes());
+    recipe.push(1);
+    recipe.extend((flush.len() as u32).to_le_bytes());
+    recipe.extend(flush);
+    out.add_damaged("recovery", "raft", recipe, 1);
 }
 
 /// A new input derived from `input` (and sometimes `other`) by one to four

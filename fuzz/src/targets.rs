@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use rill_shard::raft::log_image::LogImage;
+use rill_shard::raft::types::{Member, Proposal, ProposalId};
+use rill_shard::raft::wire::{RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
 use rill_shard::state::api::{Append, AppendBatch, Create, ForkPoint, PublishSnapshot, Receive};
 use rill_shard::state::command::{
     self, Command, ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck, ForkUnpin, Op, QueueSettle,
@@ -27,6 +30,7 @@ use rill_shard::wal::format::{
     decode_record_at, encode_record, next_block, pad_to_block, RecordAt, RecordKind, RecordRef,
     SegmentHeader, HEADER_LEN, MAGIC, RECORD_HEADER_LEN,
 };
+use rill_shard::wal::raft_file;
 use rill_shard::wal::scan::{scan_segment, ScanEnd, SegmentScan};
 use rill_shard::{ErrorCode, StreamId};
 
@@ -46,6 +50,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("command", command),
     ("command_apply", command_apply),
     ("recovery", recovery),
+    ("raft_record", raft_record),
+    ("raft_log_file", raft_log_file),
     ("shape_file", shape_file),
     ("cold_pack", cold_pack),
     ("http_request", crate::http_target::http_request),
@@ -600,6 +606,159 @@ pub fn recovery(data: &[u8]) {
         Ok(recovered) => {
             for state in &recovered.states {
                 state.check_invariants();
+            }
+        }
+        Err(e) => assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}"),
+    }
+}
+
+/// A raft record (FORMAT.md "Raft records": the body of a WAL record of
+/// kind `Raft`, and each record of a raft log file): arbitrary bytes decode
+/// or are `Corrupted`, never a panic. Postcard reads an integer spelt in
+/// more bytes than it needs, so a decoded record re-encodes to exactly the
+/// input or, when the input spelt one so, to shorter bytes; either way the
+/// encoding decodes to the same record. A decoded record applies to an empty
+/// raft log or is refused with `Corrupted` (a membership openraft does not
+/// accept). A record built from the input round-trips, and a cut of its
+/// encoding or a byte appended to it is `Corrupted`.
+pub fn raft_record(data: &[u8]) {
+    match RaftRecord::decode(data) {
+        Ok(record) => check_raft_record(&record, data),
+        Err(e) => assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}"),
+    }
+    let mut c = Cursor::new(data);
+    let record = built_raft_record(&mut c);
+    let bytes = record.encode();
+    check_raft_record(&record, &bytes);
+    let cut = c.below(bytes.len());
+    expect_corrupted(RaftRecord::decode(&bytes[..cut]), || format!("raft record cut to {cut} bytes"));
+    let longer = [&bytes[..], &[c.u8()]].concat();
+    expect_corrupted(RaftRecord::decode(&longer), || "a byte after a raft record".to_string());
+}
+
+/// What [`raft_record`] requires of `record`, decoded from `bytes`.
+fn check_raft_record(record: &RaftRecord, bytes: &[u8]) {
+    let again = record.encode();
+    assert!(
+        again == bytes || again.len() < bytes.len(),
+        "raft record re-encodes to other bytes: {again:02x?}"
+    );
+    let decoded = RaftRecord::decode(&again).expect("an encoded raft record decodes");
+    assert_eq!(&decoded, record, "raft record does not round-trip");
+    if let Err(e) = LogImage::default().apply(record) {
+        assert_eq!(e.code(), ErrorCode::Corrupted, "{record:?}: {e:?}");
+    }
+}
+
+/// A raft record of any kind, chosen by the input: log ids and votes of
+/// small or any numbers, entries that are blank, carry a command the input
+/// builds, or change the membership (sometimes naming a voter without an
+/// address).
+pub fn built_raft_record(c: &mut Cursor<'_>) -> RaftRecord {
+    fn number(c: &mut Cursor<'_>) -> u64 {
+        match c.bool() {
+            true => u64::from(c.u8()),
+            false => c.u64(),
+        }
+    }
+    fn log_id(c: &mut Cursor<'_>) -> WireLogId {
+        WireLogId { term: number(c), node: number(c), index: number(c) }
+    }
+    match c.below(5) {
+        0 => {
+            let log_id = log_id(c);
+            let payload = match c.below(3) {
+                0 => WirePayload::Blank,
+                1 => {
+                    let id = ProposalId { node: number(c), boot: c.u64(), seq: number(c) };
+                    let cmd = built_commands(c)
+                        .into_iter()
+                        .next()
+                        .unwrap_or(Command { now_ms: number(c), op: Op::ExpireDue });
+                    WirePayload::Normal(Box::new(Proposal { id, cmd }))
+                }
+                _ => {
+                    let set = |c: &mut Cursor<'_>| -> Vec<u64> {
+                        (0..c.below(5)).map(|_| u64::from(c.u8() % 6)).collect()
+                    };
+                    let configs = (0..1 + c.below(2)).map(|_| set(c)).collect();
+                    let nodes = (0..c.below(6))
+                        .map(|_| {
+                            let n = u64::from(c.u8() % 6);
+                            let addr = |port: u16| format!("10.0.0.{n}:{port}");
+                            (n, Member { raft_addr: addr(7000), http_addr: addr(8080) })
+                        })
+                        .collect();
+                    WirePayload::Membership(WireMembership { configs, nodes })
+                }
+            };
+            RaftRecord::Entry { log_id, payload }
+        }
+        1 => RaftRecord::Vote(WireVote { term: number(c), node: number(c), committed: c.bool() }),
+        2 => RaftRecord::Truncate { after: c.bool().then(|| log_id(c)) },
+        3 => RaftRecord::Purge { upto: log_id(c) },
+        _ => RaftRecord::Committed(c.bool().then(|| log_id(c))),
+    }
+}
+
+/// The raft log file (FORMAT.md "Raft log file"): as given, and with the
+/// input behind a valid header (its group and record count taken from the
+/// input) and checksum, so arbitrary bytes reach the record framing. What
+/// decodes re-encodes to exactly the same bytes, and its records rebuild a
+/// raft log or are refused with `Corrupted`; anything else is `Corrupted`.
+/// A file of records built from the input (raft records and raw bodies)
+/// decodes back to them, and every cut of it and any changed byte is
+/// `Corrupted`.
+pub fn raft_log_file(data: &[u8]) {
+    check_raft_log_file(data);
+    let mut c = Cursor::new(data);
+    let (group, count) = (c.u32(), u32::from(c.u8()));
+    check_raft_log_file(&wrap_raft_log(group, count, c.rest()));
+
+    let mut c = Cursor::new(data);
+    let group = c.u32();
+    let records: Vec<Vec<u8>> = (0..c.below(6))
+        .map(|_| match c.bool() {
+            true => built_raft_record(&mut c).encode(),
+            false => match c.bytes(200) {
+                [] => vec![0],
+                body => body.to_vec(),
+            },
+        })
+        .collect();
+    let mut bytes = raft_file::encode(group, &records);
+    let decoded = raft_file::decode(&bytes).expect("a fresh raft log file decodes");
+    assert_eq!(decoded, (group, records), "raft log file does not round-trip");
+    let cut = c.below(bytes.len());
+    expect_corrupted(raft_file::decode(&bytes[..cut]), || format!("raft log file cut to {cut} bytes"));
+    let at = c.below(bytes.len());
+    bytes[at] ^= c.u8() | 1;
+    expect_corrupted(raft_file::decode(&bytes), || format!("changed byte {at} of a raft log file"));
+}
+
+/// A raft log file of `group` claiming `count` records, whose records are
+/// `framed` (`[u32 length][body]` each, if the input is well formed), with a
+/// valid header and checksum.
+pub fn wrap_raft_log(group: u32, count: u32, framed: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raft_file::HEADER_LEN + framed.len() + 32);
+    out.extend_from_slice(&raft_file::MAGIC);
+    out.extend_from_slice(&raft_file::VERSION.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&group.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    out.extend_from_slice(framed);
+    let checksum = blake3::hash(&out);
+    out.extend_from_slice(checksum.as_bytes());
+    out
+}
+
+fn check_raft_log_file(bytes: &[u8]) {
+    match raft_file::decode(bytes) {
+        Ok((group, records)) => {
+            assert!(records.iter().all(|r| !r.is_empty()), "an empty record decoded");
+            assert_eq!(raft_file::encode(group, &records), bytes, "raft log file does not round-trip");
+            if let Err(e) = LogImage::rebuild(&records) {
+                assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}");
             }
         }
         Err(e) => assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}"),

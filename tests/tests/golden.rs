@@ -8,7 +8,7 @@
 //! change to any format, on purpose or by accident, fails here until the
 //! fixtures are regenerated (`RILL_BLESS=1 cargo test -p rill-tests --test
 //! golden`) in the same commit as FORMAT.md and a version bump. The WAL
-//! segments of versions 1 to 5 and the checkpoints of versions 2 to 5 are
+//! segments of versions 1 to 6 and the checkpoints of versions 2 to 5 are
 //! what earlier releases wrote: blessing never rewrites them, and they must
 //! keep opening, migrated.
 
@@ -17,6 +17,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Close, Create, ErrorCode};
+use rill_shard::raft::log_image::LogImage;
+use rill_shard::raft::types::{Member, Proposal, ProposalId};
+use rill_shard::raft::wire::{RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
 use rill_shard::state::api::{ForkOwed, ForkPoint, Receive, RetentionPolicy};
 use rill_shard::state::command::{
     Command, ForkCreate, ForkOrigin, ForkOutboxDone, ForkPin, ForkPinAck, ForkUnpin, LeaseAcquire,
@@ -25,8 +28,8 @@ use rill_shard::state::command::{
 };
 use rill_shard::state::group::{GroupLimits, GroupState, HotOnly};
 use rill_shard::wal::format::{encode_record, pad_to_block, RecordKind, SegmentHeader};
-use rill_shard::wal::recovery;
 use rill_shard::wal::scan::{scan_segment, ScanEnd};
+use rill_shard::wal::{raft_file, recovery};
 use rill_tests::sid;
 
 fn fixture(name: &str) -> PathBuf {
@@ -333,8 +336,45 @@ fn state() -> GroupState {
     state_of(commands())
 }
 
+/// The replicated group of the raft fixtures (group 4 of 8).
+const RAFT_GROUP: u32 = 4;
+
+/// A raft log id: the leader's term and node, and the entry's index.
+fn raft_id(term: u64, node: u64, index: u64) -> WireLogId {
+    WireLogId { term, node, index }
+}
+
+/// A proposal of node `node` carrying command `i` of [`commands`].
+fn proposal(node: u64, seq: u64, i: usize) -> WirePayload {
+    let id = ProposalId { node, boot: 0x5eed, seq };
+    WirePayload::Normal(Box::new(Proposal { id, cmd: commands()[i].clone() }))
+}
+
+/// The raft records of a version 7 segment, group 4's, as its leader (node
+/// 1, term 2) logs them: the blank entry a new leader commits first, a
+/// command it proposed, its vote, the committed hint. They are already the
+/// fewest records that rebuild their log.
+fn raft_records() -> Vec<RaftRecord> {
+    vec![
+        RaftRecord::Entry { log_id: raft_id(2, 1, 1), payload: WirePayload::Blank },
+        RaftRecord::Entry { log_id: raft_id(2, 1, 2), payload: proposal(1, 1, 1) },
+        RaftRecord::Vote(WireVote { term: 2, node: 1, committed: true }),
+        RaftRecord::Committed(Some(raft_id(2, 1, 2))),
+    ]
+}
+
+/// The index field of a raft record's WAL record: the log index of an
+/// entry, else 0.
+fn raft_index(record: &RaftRecord) -> u64 {
+    match record {
+        RaftRecord::Entry { log_id, .. } => log_id.index,
+        _ => 0,
+    }
+}
+
 /// A segment of `version` holding the commands as group 3's records, two
-/// flushes, and (version 2) an install reference at the end.
+/// flushes, (version 2) an install reference after them and (version 7)
+/// group 4's [`raft_records`] at the end.
 fn segment(version: u16) -> Vec<u8> {
     let mut bytes = SegmentHeader { version, ..SegmentHeader::new(1, 7, 100) }.encode();
     let mut flush = Vec::new();
@@ -347,23 +387,29 @@ fn segment(version: u16) -> Vec<u8> {
             bytes.append(&mut flush);
         }
     }
+    let n = commands.len() as u64;
     if version >= 2 {
-        let n = commands.len() as u64;
         encode_record(&mut flush, 100 + n, 3, n, RecordKind::InstallRef, &[7u8; 32]).unwrap();
+    }
+    if version >= 7 {
+        for (i, record) in raft_records().iter().enumerate() {
+            let (lsn, index) = (101 + n + i as u64, raft_index(record));
+            encode_record(&mut flush, lsn, RAFT_GROUP, index, RecordKind::Raft, &record.encode()).unwrap();
+        }
     }
     pad_to_block(&mut flush);
     bytes.append(&mut flush);
     bytes
 }
 
-// FORMAT.md "Write-ahead log segment": version 6 is what this build writes,
-// versions 1 to 5 what earlier releases wrote; all read back to the same
+// FORMAT.md "Write-ahead log segment": version 7 is what this build writes,
+// versions 1 to 6 what earlier releases wrote; all read back to the same
 // records, and damage is told from a torn tail.
 #[test]
 fn wal_segments_decode() {
     const CURRENT: u16 = rill_shard::wal::format::FORMAT_VERSION;
-    assert_eq!(CURRENT, 6);
-    for version in [1u16, 2, 3, 4, 5, 6] {
+    assert_eq!(CURRENT, 7);
+    for version in [1u16, 2, 3, 4, 5, 6, 7] {
         let name = format!("wal-v{version}.wal");
         let committed = match version {
             CURRENT => golden(&name, &segment(version)),
@@ -379,7 +425,26 @@ fn wal_segments_decode() {
             .map(|r| postcard::from_bytes(r.body).unwrap())
             .collect();
         assert_eq!(commands, commands_of(version));
-        assert_eq!(scan.records.last().unwrap().kind == RecordKind::InstallRef, version >= 2);
+        // The commands, then (version 2 on) the install reference, then
+        // (version 7 on) the raft records.
+        let mut kinds = vec![RecordKind::Command; commands.len()];
+        if version >= 2 {
+            kinds.push(RecordKind::InstallRef);
+        }
+        if version >= 7 {
+            kinds.extend(raft_records().iter().map(|_| RecordKind::Raft));
+        }
+        assert_eq!(scan.records.iter().map(|r| r.kind).collect::<Vec<_>>(), kinds);
+        // The raft records decode, carry their group and index, and rebuild
+        // the group's raft log.
+        let raft: Vec<_> = scan.records.iter().filter(|r| r.kind == RecordKind::Raft).collect();
+        let decoded: Vec<RaftRecord> = raft.iter().map(|r| RaftRecord::decode(r.body).unwrap()).collect();
+        assert_eq!(decoded, if version >= 7 { raft_records() } else { Vec::new() });
+        for (r, record) in raft.iter().zip(&decoded) {
+            assert_eq!((r.group, r.index), (RAFT_GROUP, raft_index(record)), "{record:?}");
+        }
+        let bodies: Vec<Vec<u8>> = raft.iter().map(|r| r.body.to_vec()).collect();
+        assert_eq!(LogImage::rebuild(&bodies).unwrap().compacted(), decoded);
         // Version 6 holds every fork command; no earlier version holds one.
         let forks: std::collections::BTreeSet<&str> =
             commands.iter().filter_map(|c| fork_op_name(&c.op)).collect();
@@ -394,7 +459,59 @@ fn wal_segments_decode() {
         let torn = &committed[..last + 10];
         let scan = scan_segment(torn).unwrap();
         assert!(matches!(scan.end, ScanEnd::TornTail { .. }), "{:?}", scan.end);
-        assert_eq!(scan.records.len(), commands_of(version).len() - usize::from(version == 1));
+        assert_eq!(scan.records.len(), kinds.len() - 1);
+    }
+}
+
+/// The records of the raft log fixture, group 4's on a follower (every
+/// kind of record and of entry): a purge (the initial membership at index 0
+/// is in a snapshot), a joint membership change its term 1 leader (node 1)
+/// sent, cut off again when the leader of term 2 (node 3) replaced it, that
+/// leader's vote, its blank entry and a command it proposed, and the
+/// committed hint.
+fn raft_log_records() -> Vec<RaftRecord> {
+    let member =
+        |n: u64| Member { raft_addr: format!("10.0.0.{n}:7000"), http_addr: format!("10.0.0.{n}:8080") };
+    let membership = WireMembership {
+        configs: vec![vec![1, 2, 3], vec![1, 2, 3, 4]],
+        nodes: (1..=4).map(|n| (n, member(n))).collect(),
+    };
+    vec![
+        RaftRecord::Purge { upto: raft_id(1, 1, 0) },
+        RaftRecord::Entry { log_id: raft_id(1, 1, 1), payload: WirePayload::Membership(membership) },
+        RaftRecord::Truncate { after: Some(raft_id(1, 1, 0)) },
+        RaftRecord::Vote(WireVote { term: 2, node: 3, committed: true }),
+        RaftRecord::Entry { log_id: raft_id(2, 3, 1), payload: WirePayload::Blank },
+        RaftRecord::Entry { log_id: raft_id(2, 3, 2), payload: proposal(3, 7, 4) },
+        RaftRecord::Committed(Some(raft_id(2, 3, 2))),
+    ]
+}
+
+// FORMAT.md "Raft log file": the file of group 4 decodes to its group and
+// records, which decode and rebuild the group's raft log (the purge point,
+// the two entries of term 2, the vote and the committed hint); a flipped
+// byte anywhere, or a cut file, is `Corrupted`.
+#[test]
+fn raft_log_file_decodes() {
+    assert_eq!(raft_file::VERSION, 1);
+    let records = raft_log_records();
+    let bodies: Vec<Vec<u8>> = records.iter().map(RaftRecord::encode).collect();
+    let committed = golden("raft-log-v1.log", &raft_file::encode(RAFT_GROUP, &bodies));
+    assert_eq!((&committed[..8], &committed[8..10]), (&b"RILLRLOG"[..], &[1, 0][..]));
+    assert_eq!(raft_file::decode(&committed).unwrap(), (RAFT_GROUP, bodies.clone()));
+    let decoded: Vec<RaftRecord> = bodies.iter().map(|b| RaftRecord::decode(b).unwrap()).collect();
+    assert_eq!(decoded, records);
+    let image = LogImage::rebuild(&bodies).unwrap();
+    assert_eq!(image.len(), 2);
+    let [purge, _, _, vote, blank, command, hint] = <[RaftRecord; 7]>::try_from(records).unwrap();
+    assert_eq!(image.compacted(), [purge, blank, command, vote, hint]);
+    for at in 0..committed.len() {
+        let err = raft_file::decode(&flipped(&committed, at)).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
+    }
+    for len in [0, 20, committed.len() - 33, committed.len() - 1] {
+        let err = raft_file::decode(&committed[..len]).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "cut to {len}: {err}");
     }
 }
 
@@ -630,7 +747,7 @@ fn a_version_1_data_directory_recovers() {
 
 // A version 5 data directory (its checkpoint and segment) opens through the
 // real recovery, migrated; and the version 6 segment, logged after that
-// checkpoint by this build, replays its fork commands on top of it.
+// checkpoint by a version 6 build, replays its fork commands on top of it.
 #[test]
 fn a_version_5_data_directory_recovers() {
     for (segment, expected, replayed) in [("wal-v5.wal", commands_v5(), 0), ("wal-v6.wal", commands_v6(), 16)]
