@@ -54,9 +54,13 @@ impl LogImage {
     /// recovery collected for the group).
     pub fn rebuild(bodies: &[Vec<u8>]) -> Result<LogImage> {
         let mut image = LogImage::default();
+        let at = |i: usize, e: Error| match e.kind() {
+            crate::error::ErrorKind::Corrupted { what, .. } => Error::corrupted(format!("raft record {i}: {what}")),
+            _ => e,
+        };
         for (i, body) in bodies.iter().enumerate() {
-            let record = RaftRecord::decode(body).map_err(|e| Error::corrupted(format!("raft record {i}: {e}")))?;
-            image.apply(&record).map_err(|e| Error::corrupted(format!("raft record {i}: {e}")))?;
+            let record = RaftRecord::decode(body).map_err(|e| at(i, e))?;
+            image.apply(&record).map_err(|e| at(i, e))?;
         }
         Ok(image)
     }

@@ -21,6 +21,7 @@ pub mod log_store;
 pub mod mem_net;
 pub mod net;
 pub mod replica;
+pub mod sim;
 pub mod state_machine;
 
 #[cfg(test)]
@@ -31,3 +32,5 @@ mod cluster_tests;
 mod durable_tests;
 #[cfg(test)]
 mod replica_tests;
+#[cfg(test)]
+mod sim_tests;

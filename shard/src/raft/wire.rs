@@ -149,6 +149,9 @@ pub fn to_entry(log_id: WireLogId, payload: &WirePayload) -> Result<Entry> {
     let payload = match payload {
         WirePayload::Blank => openraft::EntryPayload::Blank,
         WirePayload::Normal(proposal) => openraft::EntryPayload::Normal((**proposal).clone()),
+        WirePayload::Membership(m) if m.configs.is_empty() => {
+            return Err(Error::corrupted("raft membership entry without a voter set"));
+        }
         WirePayload::Membership(m) => openraft::EntryPayload::Membership(m.to_membership()?),
     };
     Ok(Entry { log_id: log_id.to_log_id(), payload })

@@ -11,11 +11,14 @@
 //!   it (openraft relies on tokio's semantics here), and a panic inside it
 //!   is caught and reported as [`JoinError::Panicked`] to whoever awaits the
 //!   handle instead of unwinding through the executor;
-//! * time is the monotonic `std::time::Instant`; timers are glommio's.
+//! * time and randomness come from [`clock`]: the monotonic clock, glommio
+//!   timers and the thread's generator, or, on a simulation thread, a
+//!   virtual clock and a seeded generator ([`SimClock`]).
 //!
 //! Conformance: openraft's own runtime suite runs against it in this
 //! module's tests.
 
+mod clock;
 mod mpsc;
 mod mutex;
 mod oneshot;
@@ -35,7 +38,8 @@ use openraft::AsyncRuntime;
 pub use mpsc::{LocalMpsc, Receiver, Sender, WeakSender};
 pub use mutex::{LocalMutex, LocalMutexGuard};
 pub use oneshot::LocalOneshot;
-pub use timeout::{Sleep, Timeout, TimeoutError};
+pub use clock::{RtInstant, RtRng, SimClock, Sleep};
+pub use timeout::{Timeout, TimeoutError};
 pub use watch::{LocalWatch, WatchReceiver, WatchSender};
 
 /// openraft's runtime on the current glommio executor.
@@ -95,10 +99,10 @@ impl AsyncRuntime for GlommioRt {
     type JoinError = JoinError;
     type JoinHandle<T: 'static> = JoinHandle<T>;
     type Sleep = Sleep;
-    type Instant = std::time::Instant;
+    type Instant = RtInstant;
     type TimeoutError = TimeoutError;
     type Timeout<R, T: Future<Output = R>> = Timeout<T>;
-    type ThreadLocalRng = rand::rngs::ThreadRng;
+    type ThreadLocalRng = RtRng;
     type Mpsc = LocalMpsc;
     type Watch = LocalWatch;
     type Oneshot = LocalOneshot;
@@ -120,7 +124,7 @@ impl AsyncRuntime for GlommioRt {
     }
 
     fn sleep_until(deadline: Self::Instant) -> Self::Sleep {
-        Sleep::new(deadline.saturating_duration_since(std::time::Instant::now()))
+        Sleep::until(deadline)
     }
 
     fn timeout<R, F: Future<Output = R>>(duration: Duration, future: F) -> Self::Timeout<R, F> {
@@ -128,7 +132,7 @@ impl AsyncRuntime for GlommioRt {
     }
 
     fn timeout_at<R, F: Future<Output = R>>(deadline: Self::Instant, future: F) -> Self::Timeout<R, F> {
-        Self::timeout(deadline.saturating_duration_since(std::time::Instant::now()), future)
+        Timeout::new(future, Sleep::until(deadline))
     }
 
     fn is_panic(join_error: &Self::JoinError) -> bool {
@@ -136,7 +140,7 @@ impl AsyncRuntime for GlommioRt {
     }
 
     fn thread_rng() -> Self::ThreadLocalRng {
-        rand::rng()
+        RtRng::current()
     }
 
     fn new(_threads: usize) -> Self {

@@ -1,34 +1,14 @@
-//! Named sleep and timeout futures over glommio's timer (openraft's
-//! runtime trait needs nameable types). A [`Timeout`] polls its future
+//! The named timeout future (openraft's runtime trait needs nameable
+//! types) over the runtime's [`Sleep`]. A [`Timeout`] polls its future
 //! first, so a future that is ready when the deadline passes still wins.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use glommio::timer::Timer;
 
-/// Completes once its duration has passed.
-#[derive(Debug)]
-pub struct Sleep {
-    timer: Timer,
-}
-
-impl Sleep {
-    pub(super) fn new(duration: Duration) -> Self {
-        Self { timer: Timer::new(duration) }
-    }
-}
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.timer).poll(cx).map(|_| ())
-    }
-}
+pub use super::clock::Sleep;
 
 /// The deadline passed before the future finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
