@@ -71,11 +71,21 @@ pub enum Bug {
     /// high-water mark, ignoring the messages it still holds in flight or
     /// dead, so a reclaim drops undelivered work (`group/retention.rs`).
     ReclaimIgnoresHeld = 15,
+    /// A replica's vote is used before it is durable, so a crash can make
+    /// it vote twice in one term (`raft/log_store.rs`).
+    RaftVoteNotDurable = 16,
+    /// A replica reports raft entries flushed as soon as they are queued,
+    /// before they are durable, so a quorum can count entries a crash
+    /// then loses (`raft/log_store.rs`).
+    RaftFlushBeforeDurable = 17,
+    /// A replica serves reads from its own state without confirming with
+    /// a quorum that it still leads (`raft/replica.rs`).
+    RaftStaleRead = 18,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 18] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -91,6 +101,9 @@ impl Bug {
         Bug::ReplayAckAsNack,
         Bug::RestoreDropsInFlight,
         Bug::ReclaimIgnoresHeld,
+        Bug::RaftVoteNotDurable,
+        Bug::RaftFlushBeforeDurable,
+        Bug::RaftStaleRead,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -111,6 +124,9 @@ impl Bug {
             Bug::ReplayAckAsNack => "replay-ack-as-nack",
             Bug::RestoreDropsInFlight => "restore-drops-in-flight",
             Bug::ReclaimIgnoresHeld => "reclaim-ignores-held",
+            Bug::RaftVoteNotDurable => "raft-vote-not-durable",
+            Bug::RaftFlushBeforeDurable => "raft-flush-before-durable",
+            Bug::RaftStaleRead => "raft-stale-read",
         }
     }
 

@@ -26,6 +26,7 @@
 //! the `StdDir`/`DmaDir` devices.
 
 pub mod checks;
+pub mod cluster;
 pub mod cold;
 pub mod device;
 mod fork_state;

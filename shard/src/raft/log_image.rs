@@ -51,7 +51,14 @@ impl LogImage {
     }
 
     /// The image the encoded records `bodies` describe, in order (what
-    /// recovery collected for the group).
+    /// recovery collected for the group), as a restarted replica must start
+    /// from it: its vote no longer counts as granted. A replica restarted
+    /// with a granted vote for itself would resume leading in the same term
+    /// with the commit index it last wrote down, which can be below what it
+    /// already acknowledged, and serve a linearizable read from there (the
+    /// cluster simulation found this). Seeing its vote as ungranted, it
+    /// keeps the vote (it still never votes twice in the term) but must win
+    /// a new term, whose first entry commits everything before it.
     pub fn rebuild(bodies: &[Vec<u8>]) -> Result<LogImage> {
         let mut image = LogImage::default();
         let at = |i: usize, e: Error| match e.kind() {
@@ -61,6 +68,9 @@ impl LogImage {
         for (i, body) in bodies.iter().enumerate() {
             let record = RaftRecord::decode(body).map_err(|e| at(i, e))?;
             image.apply(&record).map_err(|e| at(i, e))?;
+        }
+        if let Some(vote) = image.vote {
+            image.vote = Some(Vote::new(vote.leader_id.term, vote.leader_id.node_id));
         }
         Ok(image)
     }
@@ -249,7 +259,11 @@ mod tests {
         assert_eq!(image.last_log_id().map(|l| l.index), Some(10));
         image.apply(&entry(3, 11)).unwrap();
         let bodies: Vec<Vec<u8>> = image.compacted().iter().map(RaftRecord::encode).collect();
-        assert_eq!(LogImage::rebuild(&bodies).unwrap(), image);
+        let rebuilt = LogImage::rebuild(&bodies).unwrap();
+        assert_eq!(rebuilt.vote(), Some(Vote::new(2, 1)), "a restarted replica's vote is not granted");
+        let mut expected = image.clone();
+        expected.set_vote(Vote::new(2, 1));
+        assert_eq!(rebuilt, expected);
         assert!(LogImage::rebuild(&[vec![0xff, 0xff]]).is_err());
     }
 

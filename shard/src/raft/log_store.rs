@@ -88,6 +88,9 @@ impl RaftLogStorage<RillRaft> for GroupLog {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
         let lsn = self.record(RaftRecord::Vote(WireVote::of(vote))).await?;
+        if crate::planted::active(crate::planted::Bug::RaftVoteNotDurable) {
+            return Ok(());
+        }
         self.journal.wait_durable(lsn).await.map_err(io_error)
     }
 
@@ -109,6 +112,9 @@ impl RaftLogStorage<RillRaft> for GroupLog {
         }
         match last {
             None => callback.io_completed(Ok(())),
+            Some(_) if crate::planted::active(crate::planted::Bug::RaftFlushBeforeDurable) => {
+                callback.io_completed(Ok(()))
+            }
             Some(lsn) => {
                 let journal = self.journal.clone();
                 drop(GlommioRt::spawn(async move {

@@ -23,7 +23,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::channel::oneshot;
 use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
@@ -34,7 +34,7 @@ use super::journal::RaftJournal;
 use super::log_image::LogImage;
 use super::log_store::GroupLog;
 use super::mem_net::GroupRaft;
-use super::rt::GlommioRt;
+use super::rt::{GlommioRt, RtInstant};
 use super::state_machine::{ApplySink, GroupMachine, SnapshotBytes};
 use super::types::{LogId, NodeId, Proposal, ProposalId, RillRaft, StoredMembership};
 use crate::error::{Error, ErrorKind, Result};
@@ -108,6 +108,37 @@ pub struct ReplicaStart {
     pub timeout: Duration,
 }
 
+/// openraft's configuration for a replica: heartbeats every
+/// `heartbeat_ms`, elections after a silence of `election_ms` (a random
+/// point in the range), pre-vote on. `BadRequest` when openraft refuses it
+/// (an election timeout not above the heartbeat, an empty range).
+pub fn timings(heartbeat_ms: u64, election_ms: (u64, u64)) -> Result<std::sync::Arc<openraft::Config>> {
+    let config = openraft::Config {
+        cluster_name: "rill".into(),
+        heartbeat_interval: heartbeat_ms,
+        election_timeout_min: election_ms.0,
+        election_timeout_max: election_ms.1,
+        enable_pre_vote: Some(true),
+        ..Default::default()
+    };
+    let config = config.validate().map_err(|e| Error::bad_request(format!("raft timings: {e}")))?;
+    Ok(std::sync::Arc::new(config))
+}
+
+/// What a replica knows of its group's consensus right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// The replica's current term.
+    pub term: u64,
+    /// The leader it follows (itself when it leads), if any.
+    pub leader: Option<NodeId>,
+    /// Whether it leads right now.
+    pub leading: bool,
+    /// Index of its last log entry and of its last applied one.
+    pub last_log: Option<u64>,
+    pub applied: Option<u64>,
+}
+
 /// One node's replica of one group.
 #[derive(Debug)]
 pub struct GroupReplica {
@@ -162,6 +193,20 @@ impl GroupReplica {
         self.raft.metrics().borrow_watched().current_leader
     }
 
+    /// The replica's view of its group's consensus.
+    pub fn status(&self) -> ReplicaStatus {
+        use openraft::async_runtime::WatchReceiver;
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow_watched();
+        ReplicaStatus {
+            term: m.current_term,
+            leader: m.current_leader,
+            leading: m.state == openraft::ServerState::Leader,
+            last_log: m.last_log_index,
+            applied: m.last_applied.map(|a| a.index),
+        }
+    }
+
     /// Reads the state as this node holds it, without any check (for
     /// tests, metrics and stale reads the caller asked for).
     pub fn local<T>(&self, f: impl FnOnce(&GroupState) -> T) -> T {
@@ -176,7 +221,7 @@ impl GroupReplica {
         let (tx, rx) = oneshot::channel();
         self.waiters.waiting.borrow_mut().insert(id, tx);
         let _forget = Forget { waiters: &self.waiters, id };
-        let started = Instant::now();
+        let started = RtInstant::now();
         let group = self.group;
         match GlommioRt::timeout(self.timeout, self.raft.client_write(Proposal { id, cmd })).await {
             Ok(Ok(_receipt)) => rx.await.map_err(|_| Error::new(ErrorKind::Internal { what: "raft proposal reply" })),
@@ -189,7 +234,7 @@ impl GroupReplica {
             Ok(Err(RaftError::APIError(other))) => Err(Error::bad_request(format!("raft refused the write: {other}"))),
             Ok(Err(RaftError::Fatal(_))) => Err(Error::new(ErrorKind::ShuttingDown)),
             Err(_) if self.leader() == Some(self.node) => {
-                Err(Error::new(ErrorKind::NoQuorum { group, waited_ms: started.elapsed().as_millis() as u64 }))
+                Err(Error::new(ErrorKind::NoQuorum { group, waited_ms: (RtInstant::now() - started).as_millis() as u64 }))
             }
             Err(_) => Err(Error::new(ErrorKind::Indeterminate { group })),
         }
@@ -198,15 +243,18 @@ impl GroupReplica {
     /// Runs `f` on the group state once this node has confirmed it leads
     /// and applied everything committed when the read began.
     pub async fn read<T>(&self, f: impl FnOnce(&GroupState) -> T) -> Result<T> {
-        let started = Instant::now();
+        let started = RtInstant::now();
         let group = self.group;
+        if crate::planted::active(crate::planted::Bug::RaftStaleRead) {
+            return Ok(self.machine.with_state(f));
+        }
         match GlommioRt::timeout(self.timeout, self.raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
             Ok(Ok(_)) => Ok(self.machine.with_state(f)),
             Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(to)))) => {
                 Err(Error::new(ErrorKind::NotLeader { group, leader: to.leader_id }))
             }
             Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)))) | Err(_) => {
-                Err(Error::new(ErrorKind::NoQuorum { group, waited_ms: started.elapsed().as_millis() as u64 }))
+                Err(Error::new(ErrorKind::NoQuorum { group, waited_ms: (RtInstant::now() - started).as_millis() as u64 }))
             }
             Ok(Err(RaftError::Fatal(_))) => Err(Error::new(ErrorKind::ShuttingDown)),
         }

@@ -54,3 +54,14 @@ pub async fn run_virtual<T: 'static>(
         Err(panic) => std::panic::resume_unwind(panic),
     }
 }
+
+/// Runs `scenario` in virtual time on a fresh executor of this thread
+/// (see [`run_virtual`]).
+pub fn run_seed<T: 'static>(
+    seed: u64,
+    limit: Duration,
+    scenario: impl Future<Output = T> + 'static,
+) -> Option<T> {
+    let mut rt = GlommioRt::new(1);
+    rt.block_on(run_virtual(seed, limit, scenario))
+}

@@ -42,6 +42,11 @@ pub use clock::{RtInstant, RtRng, SimClock, Sleep};
 pub use timeout::{Timeout, TimeoutError};
 pub use watch::{LocalWatch, WatchReceiver, WatchSender};
 
+/// Sleeps on the raft runtime's clock (virtual under a [`SimClock`]).
+pub async fn sleep(duration: Duration) {
+    Sleep::new(duration).await
+}
+
 /// openraft's runtime on the current glommio executor.
 #[derive(Debug)]
 pub struct GlommioRt {

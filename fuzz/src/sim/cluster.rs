@@ -1,0 +1,510 @@
+//! The replicated-group simulation: three replicas of one group, each with
+//! its own journal, over the in-memory network, in virtual time, driven by
+//! a seeded sequence of client writes and reads at random nodes, network
+//! isolations and heals, and crashes that lose what a replica's journal had
+//! not made durable. Every run is a pure function of its seed.
+//!
+//! Checks, after every step and at the end (once every replica is back,
+//! the network healed and the replicas converged):
+//!
+//! * `two-leaders`: no two replicas lead in the same term;
+//! * `stale-read`: a linearizable read never returns a tail below the
+//!   tail of a write acknowledged before the read began;
+//! * `acked-lost`: every acknowledged write is in the stream exactly once,
+//!   in acknowledgement order (the client is sequential, so that is
+//!   real-time order);
+//! * `phantom`: a write refused with `NotLeader` never appears, nor does
+//!   anything never proposed;
+//! * `diverged`: converged replicas hold byte-identical group state;
+//! * `no-convergence`: the healed cluster converges within a virtual
+//!   minute.
+//!
+//! The journal models a device that takes a sync period drawn per run
+//! (2 to 20 ms of virtual time) to sync: a record is durable once a sync
+//! that began after it was written has finished; a crash keeps only
+//! durable records. A panic inside openraft (its own invariant checks) is
+//! a failure too (`panic`).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rill_shard::planted::{self, Bug};
+use rill_shard::raft::journal::RaftJournal;
+use rill_shard::raft::log_image::LogImage;
+use rill_shard::raft::mem_net::MemNet;
+use rill_shard::raft::replica::{timings, GroupReplica, ReplicaStart};
+use rill_shard::raft::rt::sleep;
+use rill_shard::raft::sim::run_seed;
+use rill_shard::raft::types::{Member, NodeId, StoredMembership};
+use rill_shard::raft::wire::RaftRecord;
+use rill_shard::rng::Rng;
+use rill_shard::state::api::{Append, Create, Read};
+use rill_shard::state::command::{Command, Op, Response};
+use rill_shard::state::group::{GroupLimits, GroupState};
+use rill_shard::wal::log::{LocalFuture, Lsn};
+use rill_shard::{ErrorCode, StreamId};
+
+const NODES: u64 = 3;
+/// A write's payload: `w` and its sequence number, 8 bytes.
+const PAYLOAD_LEN: usize = 8;
+
+/// What a run found wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterFailure {
+    pub step: usize,
+    pub check: &'static str,
+    pub detail: String,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterStats {
+    pub acked: usize,
+    pub unknown: usize,
+    pub refused: usize,
+    pub reads: usize,
+    pub crashes: usize,
+    pub elections: u64,
+    /// BLAKE3 of the converged state and of every outcome, in order.
+    pub digest: [u8; 32],
+}
+
+/// A journal whose device takes `sync` of virtual time per sync.
+#[derive(Debug)]
+struct SimJournal {
+    records: RefCell<Vec<RaftRecord>>,
+    durable: Cell<usize>,
+    sync: Duration,
+}
+
+impl RaftJournal for SimJournal {
+    fn write<'a>(&'a self, _group: u32, record: &'a RaftRecord) -> LocalFuture<'a, rill_shard::Result<Lsn>> {
+        let mut records = self.records.borrow_mut();
+        records.push(record.clone());
+        let lsn = records.len() as Lsn;
+        Box::pin(std::future::ready(Ok(lsn)))
+    }
+
+    fn wait_durable(&self, lsn: Lsn) -> LocalFuture<'_, rill_shard::Result<()>> {
+        Box::pin(async move {
+            while (self.durable.get() as Lsn) < lsn {
+                let upto = self.records.borrow().len();
+                sleep(self.sync).await;
+                // A crash meanwhile may have cut the records below `upto`.
+                let kept = self.records.borrow().len();
+                self.durable.set(self.durable.get().max(upto.min(kept)));
+            }
+            Ok(())
+        })
+    }
+}
+
+impl SimJournal {
+    /// A crash: what was not durable is gone; returns the encoded records
+    /// that remain, as recovery would read them.
+    fn crash(&self) -> Vec<Vec<u8>> {
+        let mut records = self.records.borrow_mut();
+        records.truncate(self.durable.get());
+        records.iter().map(RaftRecord::encode).collect()
+    }
+}
+
+struct Node {
+    id: NodeId,
+    journal: Rc<SimJournal>,
+    replica: Option<GroupReplica>,
+}
+
+fn members() -> std::collections::BTreeMap<NodeId, Member> {
+    (1..=NODES).map(|n| (n, Member { raft_addr: format!("sim:{n}"), http_addr: String::new() })).collect()
+}
+
+async fn start(net: &MemNet, node: &mut Node, image: LogImage, boot: u64) {
+    let start = ReplicaStart {
+        group: 0,
+        node: node.id,
+        boot,
+        state: GroupState::new(0, 1, GroupLimits::default()),
+        applied: None,
+        membership: StoredMembership::default(),
+        image,
+        journal: node.journal.clone(),
+        config: timings(50, (300, 600)).expect("valid timings"),
+        timeout: Duration::from_secs(1),
+    };
+    let replica = GroupReplica::start(start, net.factory(node.id)).await.expect("a replica starts");
+    net.attach(node.id, replica.raft().clone());
+    node.replica = Some(replica);
+}
+
+fn stream() -> StreamId {
+    StreamId::new("sim", "s").expect("a valid name")
+}
+
+fn append(seq: u64) -> Op {
+    let payload = format!("w{seq:07}");
+    Op::from(Append::new(stream(), Bytes::from(payload.into_bytes())))
+}
+
+fn tail(state: &GroupState) -> u64 {
+    state.stream(&stream()).map_or(0, |s| s.next_offset())
+}
+
+/// The write sequence numbers in the stream, in order.
+fn written(state: &GroupState) -> Result<Vec<u64>, String> {
+    let len = tail(state) as usize;
+    let reply = state
+        .read(&Read::new(stream()).max_len(len.max(1)), 0)
+        .map_err(|e| format!("the stream does not read back: {e}"))?;
+    let bytes = reply.payload;
+    if bytes.len() != len || !len.is_multiple_of(PAYLOAD_LEN) {
+        return Err(format!("the stream holds {} bytes, not whole writes", bytes.len()));
+    }
+    bytes
+        .chunks(PAYLOAD_LEN)
+        .map(|chunk| {
+            std::str::from_utf8(&chunk[1..])
+                .ok()
+                .and_then(|digits| digits.parse().ok())
+                .filter(|_| chunk[0] == b'w')
+                .ok_or_else(|| format!("not a write: {chunk:?}"))
+        })
+        .collect()
+}
+
+/// A converged replica's encoded state and the writes its stream holds.
+type ReplicaEnd = (Vec<u8>, Result<Vec<u64>, String>);
+
+struct Run {
+    rng: Rng,
+    net: MemNet,
+    nodes: Vec<Node>,
+    acked: Vec<(u64, u64)>,
+    refused: Vec<u64>,
+    stats: ClusterStats,
+    leaders: std::collections::BTreeMap<u64, NodeId>,
+    outcome: blake3::Hasher,
+    boots: u64,
+}
+
+impl Run {
+    fn fail(step: usize, check: &'static str, detail: String) -> ClusterFailure {
+        ClusterFailure { step, check, detail }
+    }
+
+    fn check_leaders(&mut self, step: usize) -> Result<(), ClusterFailure> {
+        for node in &self.nodes {
+            let Some(replica) = &node.replica else { continue };
+            let status = replica.status();
+            if !status.leading {
+                continue;
+            }
+            match self.leaders.insert(status.term, node.id) {
+                Some(other) if other != node.id => {
+                    return Err(Self::fail(
+                        step,
+                        "two-leaders",
+                        format!("nodes {other} and {} both led term {}", node.id, status.term),
+                    ))
+                }
+                None => self.stats.elections += 1,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self, at: usize, seq: u64) {
+        let Some(replica) = &self.nodes[at].replica else { return };
+        let result = replica.propose(Command { now_ms: 1, op: append(seq) }).await;
+        self.trace(format_args!("write {seq} at node {}: {:?}", at + 1, result.as_ref().map(|a| &a.result)));
+        match result {
+            Ok(applied) => match applied.result {
+                Ok(Response::Append(reply)) => {
+                    self.acked.push((seq, reply.start_offset));
+                    self.stats.acked += 1;
+                    self.outcome.update(&reply.start_offset.to_le_bytes());
+                }
+                other => {
+                    self.outcome.update(format!("{other:?}").as_bytes());
+                }
+            },
+            Err(e) if e.code() == ErrorCode::NotLeader => {
+                self.refused.push(seq);
+                self.stats.refused += 1;
+                self.outcome.update(b"not-leader");
+            }
+            Err(e) => {
+                self.stats.unknown += 1;
+                self.outcome.update(e.code().as_str().as_bytes());
+            }
+        }
+    }
+
+    async fn read(&mut self, at: usize, step: usize) -> Result<(), ClusterFailure> {
+        let Some(replica) = &self.nodes[at].replica else { return Ok(()) };
+        let floor = self.acked.last().map_or(0, |(_, offset)| offset + PAYLOAD_LEN as u64);
+        self.stats.reads += 1;
+        let result = replica.read(tail).await;
+        self.trace(format_args!("read at node {}: {result:?}", at + 1));
+        if let Ok(seen) = result {
+            self.outcome.update(&seen.to_le_bytes());
+            if seen < floor {
+                return Err(Self::fail(
+                    step,
+                    "stale-read",
+                    format!("node {} read a tail of {seen} after a write acknowledged up to {floor}", at + 1),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn crash(&mut self, at: usize) {
+        let Some(replica) = self.nodes[at].replica.take() else { return };
+        self.net.detach(self.nodes[at].id);
+        replica.shutdown().await;
+        drop(replica);
+        self.nodes[at].journal.crash();
+        self.stats.crashes += 1;
+        self.trace(format_args!("crash node {}", at + 1));
+    }
+
+    async fn restart(&mut self, at: usize) -> Result<(), ClusterFailure> {
+        if self.nodes[at].replica.is_some() {
+            return Ok(());
+        }
+        let records = self.nodes[at].journal.crash();
+        let image = LogImage::rebuild(&records)
+            .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
+        self.boots += 1;
+        let boot = self.boots;
+        start(&self.net, &mut self.nodes[at], image, boot).await;
+        self.trace(format_args!("restart node {}", at + 1));
+        Ok(())
+    }
+
+    fn trace(&self, what: std::fmt::Arguments<'_>) {
+        if std::env::var_os("RILL_CLUSTER_TRACE").is_some() {
+            let statuses: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|n| match &n.replica {
+                    Some(r) => {
+                        let s = r.status();
+                        format!(
+                            "{}:t{}{}l{:?}a{:?}",
+                            n.id,
+                            s.term,
+                            if s.leading { "L" } else { "" },
+                            s.last_log,
+                            s.applied
+                        )
+                    }
+                    None => format!("{}:down", n.id),
+                })
+                .collect();
+            eprintln!(
+                "{:>10?} {what} [{}]",
+                rill_shard::raft::rt::RtInstant::now().since_origin(),
+                statuses.join(" ")
+            );
+        }
+    }
+
+    async fn step(&mut self, step: usize, seq: &mut u64) -> Result<(), ClusterFailure> {
+        let at = self.rng.below(NODES) as usize;
+        match self.rng.below(100) {
+            0..=44 => {
+                *seq += 1;
+                // Mostly where the client believes the leader is (as a
+                // client redirected by NotLeader would), else anywhere.
+                let believed = self.nodes[at].replica.as_ref().and_then(|r| r.status().leader);
+                let at = match believed {
+                    Some(leader) if self.rng.below(10) < 7 => leader as usize - 1,
+                    _ => at,
+                };
+                self.write(at, *seq).await;
+            }
+            45..=59 => self.read(at, step).await?,
+            60..=67 => {
+                let id = self.nodes[at].id;
+                self.net.isolate(id, (1..=NODES).filter(|n| *n != id));
+                self.trace(format_args!("isolate node {id}"));
+            }
+            68..=77 => {
+                self.net.heal();
+                self.trace(format_args!("heal"));
+            }
+            78..=82 => {
+                // At most one replica down at a time keeps a quorum possible;
+                // the crash lands a little after whatever is in flight.
+                if self.nodes.iter().all(|n| n.replica.is_some()) {
+                    sleep(Duration::from_millis(self.rng.below(40))).await;
+                    self.crash(at).await;
+                }
+            }
+            83..=89 => {
+                for i in 0..self.nodes.len() {
+                    self.restart(i).await?;
+                }
+            }
+            _ => sleep(Duration::from_millis(1 + self.rng.below(800))).await,
+        }
+        self.check_leaders(step)
+    }
+
+    async fn converge(&mut self, step: usize) -> Result<(), ClusterFailure> {
+        for i in 0..self.nodes.len() {
+            self.restart(i).await?;
+        }
+        self.net.heal();
+        for _ in 0..6000 {
+            self.check_leaders(step)?;
+            let statuses: Vec<_> =
+                self.nodes.iter().filter_map(|n| n.replica.as_ref()).map(|r| r.status()).collect();
+            let leader = statuses.iter().find(|s| s.leading).copied();
+            if let Some(leader) = leader {
+                if statuses.iter().all(|s| s.applied == leader.last_log && s.last_log == leader.last_log) {
+                    return Ok(());
+                }
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+        Err(Self::fail(step, "no-convergence", "the healed cluster did not converge within 60 s".into()))
+    }
+
+    fn final_checks(&mut self, step: usize) -> Result<(), ClusterFailure> {
+        let states: Vec<ReplicaEnd> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.replica.as_ref())
+            .map(|r| r.local(|s| (s.encode_snapshot(), written(s))))
+            .collect();
+        let first = &states[0].0;
+        if let Some(i) = states.iter().position(|(bytes, _)| bytes != first) {
+            return Err(Self::fail(
+                step,
+                "diverged",
+                format!("node {} holds another group state than node 1", i + 1),
+            ));
+        }
+        let writes = states[0].1.clone().map_err(|e| Self::fail(step, "acked-lost", e))?;
+        let mut position = std::collections::HashMap::new();
+        for (i, seq) in writes.iter().enumerate() {
+            if position.insert(*seq, i).is_some() {
+                return Err(Self::fail(step, "acked-lost", format!("write {seq} is in the stream twice")));
+            }
+        }
+        let mut last = None;
+        for (seq, offset) in &self.acked {
+            let Some(&at) = position.get(seq) else {
+                return Err(Self::fail(step, "acked-lost", format!("acknowledged write {seq} is missing")));
+            };
+            if at as u64 * PAYLOAD_LEN as u64 != *offset {
+                return Err(Self::fail(
+                    step,
+                    "acked-lost",
+                    format!("write {seq} acknowledged at {offset} sits at {}", at * PAYLOAD_LEN),
+                ));
+            }
+            if last.is_some_and(|l| l >= at) {
+                return Err(Self::fail(
+                    step,
+                    "acked-lost",
+                    format!("write {seq} is out of acknowledgement order"),
+                ));
+            }
+            last = Some(at);
+        }
+        for seq in &self.refused {
+            if position.contains_key(seq) {
+                return Err(Self::fail(
+                    step,
+                    "phantom",
+                    format!("write {seq} was refused with NotLeader but landed"),
+                ));
+            }
+        }
+        self.stats.digest = *blake3::hash(first).as_bytes();
+        Ok(())
+    }
+}
+
+/// Runs `ops` steps of seed `seed` (with `bug` planted, if any).
+pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterStats, ClusterFailure> {
+    planted::plant(bug);
+    let outcome = std::panic::catch_unwind(|| {
+        run_seed(seed, Duration::from_secs(24 * 3600), async move {
+            let mut rng = Rng::new(seed);
+            let sync = Duration::from_millis(2 + rng.below(19));
+            let journal =
+                || Rc::new(SimJournal { records: RefCell::new(Vec::new()), durable: Cell::new(0), sync });
+            let mut run = Run {
+                rng,
+                net: MemNet::new(),
+                nodes: (1..=NODES).map(|id| Node { id, journal: journal(), replica: None }).collect(),
+                acked: Vec::new(),
+                refused: Vec::new(),
+                stats: ClusterStats::default(),
+                leaders: std::collections::BTreeMap::new(),
+                outcome: blake3::Hasher::new(),
+                boots: 0,
+            };
+            for i in 0..run.nodes.len() {
+                run.restart(i).await?;
+            }
+            let first = run.nodes[0].replica.as_ref().expect("started");
+            first
+                .raft()
+                .initialize(members())
+                .await
+                .map_err(|e| Run::fail(0, "initialize", e.to_string()))?;
+            // The stream every write goes to, created before the faults start.
+            let mut created = false;
+            for _ in 0..200 {
+                for node in &run.nodes {
+                    let replica = node.replica.as_ref().expect("started");
+                    let create = Op::from(Create::new(stream()));
+                    if replica.propose(Command { now_ms: 1, op: create }).await.is_ok() {
+                        created = true;
+                        break;
+                    }
+                }
+                if created {
+                    break;
+                }
+                sleep(Duration::from_millis(50)).await;
+            }
+            if !created {
+                return Err(Run::fail(0, "no-convergence", "no leader took the first write".into()));
+            }
+            let mut seq = 0;
+            for step in 0..ops {
+                run.step(step, &mut seq).await?;
+            }
+            run.converge(ops).await?;
+            run.final_checks(ops)?;
+            for node in &run.nodes {
+                if let Some(replica) = &node.replica {
+                    replica.shutdown().await;
+                }
+            }
+            let mut stats = run.stats.clone();
+            let outcomes = run.outcome.finalize();
+            let mut digest = blake3::Hasher::new();
+            digest.update(&stats.digest);
+            digest.update(outcomes.as_bytes());
+            stats.digest = *digest.finalize().as_bytes();
+            Ok(stats)
+        })
+    });
+    planted::plant(None);
+    match outcome {
+        Ok(Some(result)) => result,
+        Ok(None) => Err(Run::fail(ops, "no-convergence", "the run did not end in virtual time".into())),
+        Err(panic) => Err(Run::fail(ops, "panic", crate::sim::panic_message(&*panic))),
+    }
+}
