@@ -19,6 +19,10 @@
 //! * `no-convergence`: the healed cluster converges within a virtual
 //!   minute.
 //!
+//! The network drops up to 5% of requests and replies (a rate drawn per
+//! run) and delays each message by up to 30 ms (a bound drawn per run), so
+//! concurrent messages reorder; isolations cut whole links.
+//!
 //! The journal models a device that takes a sync period drawn per run
 //! (2 to 20 ms of virtual time) to sync: a record is durable once a sync
 //! that began after it was written has finished; a crash keeps only

@@ -41,15 +41,7 @@ pub(super) struct Replica {
 }
 
 pub(super) fn config() -> Arc<openraft::Config> {
-    let config = openraft::Config {
-        cluster_name: "rill-test".into(),
-        heartbeat_interval: 50,
-        election_timeout_min: 300,
-        election_timeout_max: 600,
-        enable_pre_vote: Some(true),
-        ..Default::default()
-    };
-    Arc::new(config.validate().expect("a valid raft config"))
+    super::replica::timings(50, (300, 600)).expect("valid timings")
 }
 
 async fn start(net: &MemNet, id: NodeId) -> Replica {

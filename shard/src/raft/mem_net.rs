@@ -6,8 +6,12 @@
 //! cut and healed (both directions, or one) and replicas removed (a crash)
 //! and added back, which is what the in-process cluster tests and the
 //! simulation's network faults drive. A cut link or an absent replica
-//! answers `Unreachable`, as a refused TCP connection would. Pre-votes are
-//! forwarded, never granted here (openraft's default grants them).
+//! answers `Unreachable`, as a refused TCP connection would. With
+//! [`MemNet::set_faults`], each request and each reply may also be dropped
+//! or delayed (so concurrent messages reorder), drawn from the network's
+//! own seeded generator, so a simulation stays a function of its seed.
+//! Pre-votes are forwarded, never granted here (openraft's default grants
+//! them).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +36,26 @@ struct Links {
     nodes: BTreeMap<NodeId, GroupRaft>,
     /// Directed links that drop everything: `(from, to)`.
     cut: BTreeSet<(NodeId, NodeId)>,
+    faults: Faults,
+}
+
+/// Random message faults: a drop chance in thousandths, a delay bound.
+#[derive(Debug, Default)]
+struct Faults {
+    drop_per_mille: u64,
+    max_delay_ms: u64,
+    state: u64,
+}
+
+impl Faults {
+    fn next(&mut self, below: u64) -> u64 {
+        // SplitMix64.
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % below.max(1)
+    }
 }
 
 /// The in-memory network of one group's replicas. Clones share it.
@@ -72,6 +96,35 @@ impl MemNet {
     /// Restores every link.
     pub fn heal(&self) {
         self.links.borrow_mut().cut.clear();
+    }
+
+    /// Drops each request and each reply with a chance of
+    /// `drop_per_mille`/1000 and delays the rest by up to `max_delay_ms`,
+    /// drawn from a generator seeded with `seed`.
+    pub fn set_faults(&self, seed: u64, drop_per_mille: u64, max_delay_ms: u64) {
+        self.links.borrow_mut().faults = Faults { drop_per_mille, max_delay_ms, state: seed };
+    }
+
+    /// One message's fate under the faults: dropped, or delivered after a
+    /// delay.
+    async fn transit(&self, from: NodeId, to: NodeId) -> Result<(), Unreachable<RillRaft>> {
+        let (dropped, delay) = {
+            let mut links = self.links.borrow_mut();
+            let faults = &mut links.faults;
+            if faults.drop_per_mille == 0 && faults.max_delay_ms == 0 {
+                return Ok(());
+            }
+            let dropped = faults.next(1000) < faults.drop_per_mille;
+            let delay = faults.next(faults.max_delay_ms + 1);
+            (dropped, delay)
+        };
+        if delay > 0 {
+            super::rt::sleep(std::time::Duration::from_millis(delay)).await;
+        }
+        if dropped {
+            return Err(Unreachable::from_string(format!("a message {from} -> {to} was lost")));
+        }
+        Ok(())
     }
 
     /// The connection factory replica `from` hands to openraft.
@@ -131,8 +184,10 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         rpc: AppendEntriesRequest<RillRaft>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<RillRaft>, RPCError<RillRaft>> {
+        self.net.transit(self.from, self.to).await?;
         let raft = self.net.route(self.from, self.to)?;
         let reply = raft.append_entries(rpc).await.map_err(unreachable)?;
+        self.net.transit(self.to, self.from).await?;
         self.net.back(self.from, self.to)?;
         Ok(reply)
     }
@@ -142,8 +197,10 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         rpc: VoteRequest<RillRaft>,
         _option: RPCOption,
     ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
+        self.net.transit(self.from, self.to).await?;
         let raft = self.net.route(self.from, self.to)?;
         let reply = raft.vote(rpc).await.map_err(unreachable)?;
+        self.net.transit(self.to, self.from).await?;
         self.net.back(self.from, self.to)?;
         Ok(reply)
     }
@@ -153,8 +210,10 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         rpc: VoteRequest<RillRaft>,
         _option: RPCOption,
     ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
+        self.net.transit(self.from, self.to).await?;
         let raft = self.net.route(self.from, self.to)?;
         let reply = raft.pre_vote(rpc).await.map_err(unreachable)?;
+        self.net.transit(self.to, self.from).await?;
         self.net.back(self.from, self.to)?;
         Ok(reply)
     }
@@ -166,8 +225,10 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         _cancel: impl Future<Output = ReplicationClosed> + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<RillRaft>, StreamingError<RillRaft>> {
+        self.net.transit(self.from, self.to).await?;
         let raft = self.net.route(self.from, self.to)?;
         let reply = raft.install_full_snapshot(vote, snapshot).await.map_err(unreachable)?;
+        self.net.transit(self.to, self.from).await?;
         self.net.back(self.from, self.to)?;
         Ok(reply)
     }

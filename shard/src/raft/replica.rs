@@ -110,7 +110,10 @@ pub struct ReplicaStart {
 
 /// openraft's configuration for a replica: heartbeats every
 /// `heartbeat_ms`, elections after a silence of `election_ms` (a random
-/// point in the range), pre-vote on. `BadRequest` when openraft refuses it
+/// point in the range), pre-vote on, and no snapshots of its own making:
+/// until a replica's checkpoint holds its group state with the raft meta,
+/// a restarted replica rebuilds its state from its whole log, so the log
+/// must never be purged. `BadRequest` when openraft refuses the timings
 /// (an election timeout not above the heartbeat, an empty range).
 pub fn timings(heartbeat_ms: u64, election_ms: (u64, u64)) -> Result<std::sync::Arc<openraft::Config>> {
     let config = openraft::Config {
@@ -119,6 +122,7 @@ pub fn timings(heartbeat_ms: u64, election_ms: (u64, u64)) -> Result<std::sync::
         election_timeout_min: election_ms.0,
         election_timeout_max: election_ms.1,
         enable_pre_vote: Some(true),
+        snapshot_policy: openraft::SnapshotPolicy::Never,
         ..Default::default()
     };
     let config = config.validate().map_err(|e| Error::bad_request(format!("raft timings: {e}")))?;
