@@ -81,11 +81,15 @@ pub enum Bug {
     /// A replica serves reads from its own state without confirming with
     /// a quorum that it still leads (`raft/replica.rs`).
     RaftStaleRead = 18,
+    /// A replica reports a snapshot built or installed before its
+    /// checkpoint is durable, so openraft may purge log entries a crash
+    /// then finds in neither (`raft/state_machine.rs`).
+    RaftCheckpointNotDurable = 19,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 18] = [
+    pub const ALL: [Bug; 19] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -104,6 +108,7 @@ impl Bug {
         Bug::RaftVoteNotDurable,
         Bug::RaftFlushBeforeDurable,
         Bug::RaftStaleRead,
+        Bug::RaftCheckpointNotDurable,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -127,6 +132,7 @@ impl Bug {
             Bug::RaftVoteNotDurable => "raft-vote-not-durable",
             Bug::RaftFlushBeforeDurable => "raft-flush-before-durable",
             Bug::RaftStaleRead => "raft-stale-read",
+            Bug::RaftCheckpointNotDurable => "raft-checkpoint-not-durable",
         }
     }
 

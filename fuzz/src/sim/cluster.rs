@@ -7,7 +7,9 @@
 //! Checks, after every step and at the end (once every replica is back,
 //! the network healed and the replicas converged):
 //!
-//! * `two-leaders`: no two replicas lead in the same term;
+//! * `not-a-prefix`: of what any two replicas applied, one is a prefix of
+//!   the other (state-machine safety; openraft orders leaders by
+//!   `(term, node)`, so one term may see two leaders, one after the other);
 //! * `stale-read`: a linearizable read never returns a tail below the
 //!   tail of a write acknowledged before the read began;
 //! * `acked-lost`: every acknowledged write is in the stream exactly once,
@@ -19,12 +21,17 @@
 //! * `no-convergence`: the healed cluster converges within a virtual
 //!   minute.
 //!
+//! Replicas checkpoint every 4 to 24 entries (drawn per run) into a
+//! checkpoint slot on the same simulated device, keep 0 to 11 entries below
+//! it and purge the rest, so restarts start from checkpoints and lagging
+//! replicas catch up by snapshot.
+//!
 //! The network drops up to 5% of requests and replies (a rate drawn per
 //! run) and delays each message by up to 30 ms (a bound drawn per run), so
 //! concurrent messages reorder; isolations cut whole links.
 //!
 //! The journal models a device that takes a sync period drawn per run
-//! (2 to 20 ms of virtual time) to sync: a record is durable once a sync
+//! (2 to 20 ms of virtual time, or 50 to 150 ms one run in four) to sync: a record is durable once a sync
 //! that began after it was written has finished; a crash keeps only
 //! durable records. A panic inside openraft (its own invariant checks) is
 //! a failure too (`panic`).
@@ -35,10 +42,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rill_shard::planted::{self, Bug};
+use rill_shard::raft::checkpoint::{CheckpointStore, RaftCheckpoint};
 use rill_shard::raft::journal::RaftJournal;
 use rill_shard::raft::log_image::LogImage;
 use rill_shard::raft::mem_net::MemNet;
-use rill_shard::raft::replica::{timings, GroupReplica, ReplicaStart};
+use rill_shard::raft::replica::{restore, timings, GroupReplica, ReplicaStart};
 use rill_shard::raft::rt::sleep;
 use rill_shard::raft::sim::run_seed;
 use rill_shard::raft::types::{Member, NodeId, StoredMembership};
@@ -71,16 +79,54 @@ pub struct ClusterStats {
     pub reads: usize,
     pub crashes: usize,
     pub elections: u64,
+    /// Checkpoints written (each lets a replica purge its log below it).
+    pub checkpoints: usize,
     /// BLAKE3 of the converged state and of every outcome, in order.
     pub digest: [u8; 32],
 }
 
-/// A journal whose device takes `sync` of virtual time per sync.
+/// A journal whose device takes `sync` of virtual time per sync, and the
+/// replica's checkpoint slot on the same device. A crash bumps the epoch:
+/// a sync or a checkpoint write that began before it does not finish.
 #[derive(Debug)]
 struct SimJournal {
     records: RefCell<Vec<RaftRecord>>,
     durable: Cell<usize>,
     sync: Duration,
+    epoch: Cell<u64>,
+    checkpoint: RefCell<Option<Vec<u8>>>,
+    checkpoints_written: Cell<usize>,
+}
+
+impl SimJournal {
+    fn new(sync: Duration) -> Self {
+        SimJournal {
+            records: RefCell::new(Vec::new()),
+            durable: Cell::new(0),
+            sync,
+            epoch: Cell::new(0),
+            checkpoint: RefCell::new(None),
+            checkpoints_written: Cell::new(0),
+        }
+    }
+}
+
+impl CheckpointStore for SimJournal {
+    fn save(&self, _group: u32, bytes: Vec<u8>) -> LocalFuture<'_, rill_shard::Result<()>> {
+        Box::pin(async move {
+            let epoch = self.epoch.get();
+            sleep(self.sync).await;
+            if self.epoch.get() != epoch {
+                return Err(rill_shard::Error::io(
+                    "checkpoint",
+                    std::io::Error::other("the replica crashed"),
+                ));
+            }
+            *self.checkpoint.borrow_mut() = Some(bytes);
+            self.checkpoints_written.set(self.checkpoints_written.get() + 1);
+            Ok(())
+        })
+    }
 }
 
 impl RaftJournal for SimJournal {
@@ -94,11 +140,12 @@ impl RaftJournal for SimJournal {
     fn wait_durable(&self, lsn: Lsn) -> LocalFuture<'_, rill_shard::Result<()>> {
         Box::pin(async move {
             while (self.durable.get() as Lsn) < lsn {
-                let upto = self.records.borrow().len();
+                let (upto, epoch) = (self.records.borrow().len(), self.epoch.get());
                 sleep(self.sync).await;
-                // A crash meanwhile may have cut the records below `upto`.
-                let kept = self.records.borrow().len();
-                self.durable.set(self.durable.get().max(upto.min(kept)));
+                if self.epoch.get() != epoch {
+                    return Err(rill_shard::Error::io("sync", std::io::Error::other("the replica crashed")));
+                }
+                self.durable.set(self.durable.get().max(upto));
             }
             Ok(())
         })
@@ -109,6 +156,7 @@ impl SimJournal {
     /// A crash: what was not durable is gone; returns the encoded records
     /// that remain, as recovery would read them.
     fn crash(&self) -> Vec<Vec<u8>> {
+        self.epoch.set(self.epoch.get() + 1);
         let mut records = self.records.borrow_mut();
         records.truncate(self.durable.get());
         records.iter().map(RaftRecord::encode).collect()
@@ -125,22 +173,41 @@ fn members() -> std::collections::BTreeMap<NodeId, Member> {
     (1..=NODES).map(|n| (n, Member { raft_addr: format!("sim:{n}"), http_addr: String::new() })).collect()
 }
 
-async fn start(net: &MemNet, node: &mut Node, image: LogImage, boot: u64) {
+async fn start(
+    net: &MemNet,
+    node: &mut Node,
+    image: LogImage,
+    boot: u64,
+    snapshots: (u64, u64),
+) -> Result<(), String> {
+    let limits = GroupLimits::default();
+    let (state, applied, membership, snapshot) = match &*node.journal.checkpoint.borrow() {
+        Some(bytes) => {
+            let checkpoint = RaftCheckpoint::decode(bytes).map_err(|e| e.to_string())?;
+            let (state, applied, membership, snapshot) =
+                restore(&checkpoint, &limits).map_err(|e| e.to_string())?;
+            (state, applied, membership, Some(snapshot))
+        }
+        None => (GroupState::new(0, 1, limits), None, StoredMembership::default(), None),
+    };
     let start = ReplicaStart {
         group: 0,
         node: node.id,
         boot,
-        state: GroupState::new(0, 1, GroupLimits::default()),
-        applied: None,
-        membership: StoredMembership::default(),
+        state,
+        applied,
+        membership,
         image,
         journal: node.journal.clone(),
-        config: timings(50, (300, 600)).expect("valid timings"),
+        config: timings(50, (300, 600), Some(snapshots)).expect("valid timings"),
         timeout: Duration::from_secs(1),
+        checkpoints: Some(node.journal.clone()),
+        snapshot,
     };
     let replica = GroupReplica::start(start, net.factory(node.id)).await.expect("a replica starts");
     net.attach(node.id, replica.raft().clone());
     node.replica = Some(replica);
+    Ok(())
 }
 
 fn stream() -> StreamId {
@@ -158,6 +225,9 @@ fn tail(state: &GroupState) -> u64 {
 
 /// The write sequence numbers in the stream, in order.
 fn written(state: &GroupState) -> Result<Vec<u64>, String> {
+    if state.stream(&stream()).is_none() {
+        return Ok(Vec::new());
+    }
     let len = tail(state) as usize;
     let reply = state
         .read(&Read::new(stream()).max_len(len.max(1)), 0)
@@ -188,9 +258,12 @@ struct Run {
     acked: Vec<(u64, u64)>,
     refused: Vec<u64>,
     stats: ClusterStats,
-    leaders: std::collections::BTreeMap<u64, NodeId>,
+    /// Every `(term, node)` seen leading.
+    leaders: std::collections::BTreeSet<(u64, NodeId)>,
     outcome: blake3::Hasher,
     boots: u64,
+    /// Checkpoint every this many entries, keeping that many below it.
+    snapshots: (u64, u64),
 }
 
 impl Run {
@@ -198,23 +271,32 @@ impl Run {
         ClusterFailure { step, check, detail }
     }
 
-    fn check_leaders(&mut self, step: usize) -> Result<(), ClusterFailure> {
+    /// After every step: counts each new leader (openraft orders leaders
+    /// by `(term, node)`, so a term may see more than one), and checks
+    /// state-machine safety: what any two replicas applied, one is a
+    /// prefix of the other.
+    fn check_step(&mut self, step: usize) -> Result<(), ClusterFailure> {
+        let mut applied: Vec<(NodeId, Vec<u64>)> = Vec::new();
         for node in &self.nodes {
             let Some(replica) = &node.replica else { continue };
             let status = replica.status();
-            if !status.leading {
-                continue;
+            if status.leading && self.leaders.insert((status.term, node.id)) {
+                self.stats.elections += 1;
             }
-            match self.leaders.insert(status.term, node.id) {
-                Some(other) if other != node.id => {
+            let writes = replica.local(written).map_err(|e| Self::fail(step, "not-a-prefix", e))?;
+            applied.push((node.id, writes));
+        }
+        for (i, (a, left)) in applied.iter().enumerate() {
+            for (b, right) in &applied[i + 1..] {
+                let n = left.len().min(right.len());
+                if left[..n] != right[..n] {
+                    let at = (0..n).find(|k| left[*k] != right[*k]).unwrap_or(n);
                     return Err(Self::fail(
                         step,
-                        "two-leaders",
-                        format!("nodes {other} and {} both led term {}", node.id, status.term),
-                    ))
+                        "not-a-prefix",
+                        format!("nodes {a} and {b} applied different writes at position {at}"),
+                    ));
                 }
-                None => self.stats.elections += 1,
-                _ => {}
             }
         }
         Ok(())
@@ -285,7 +367,9 @@ impl Run {
             .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
         self.boots += 1;
         let boot = self.boots;
-        start(&self.net, &mut self.nodes[at], image, boot).await;
+        start(&self.net, &mut self.nodes[at], image, boot, self.snapshots)
+            .await
+            .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
         self.trace(format_args!("restart node {}", at + 1));
         Ok(())
     }
@@ -346,7 +430,8 @@ impl Run {
                 // At most one replica down at a time keeps a quorum possible;
                 // the crash lands a little after whatever is in flight.
                 if self.nodes.iter().all(|n| n.replica.is_some()) {
-                    sleep(Duration::from_millis(self.rng.below(40))).await;
+                    let sync_ms = self.nodes[at].journal.sync.as_millis() as u64;
+                    sleep(Duration::from_millis(self.rng.below(3 * sync_ms + 1))).await;
                     self.crash(at).await;
                 }
             }
@@ -357,7 +442,7 @@ impl Run {
             }
             _ => sleep(Duration::from_millis(1 + self.rng.below(800))).await,
         }
-        self.check_leaders(step)
+        self.check_step(step)
     }
 
     async fn converge(&mut self, step: usize) -> Result<(), ClusterFailure> {
@@ -366,7 +451,7 @@ impl Run {
         }
         self.net.heal();
         for _ in 0..6000 {
-            self.check_leaders(step)?;
+            self.check_step(step)?;
             let statuses: Vec<_> =
                 self.nodes.iter().filter_map(|n| n.replica.as_ref()).map(|r| r.status()).collect();
             let leader = statuses.iter().find(|s| s.leading).copied();
@@ -443,19 +528,26 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
     let outcome = std::panic::catch_unwind(|| {
         run_seed(seed, Duration::from_secs(24 * 3600), async move {
             let mut rng = Rng::new(seed);
-            let sync = Duration::from_millis(2 + rng.below(19));
-            let journal =
-                || Rc::new(SimJournal { records: RefCell::new(Vec::new()), durable: Cell::new(0), sync });
+            // Mostly a fast device; one run in four a slow one (50-150 ms
+            // per sync), whose long windows a crash lands in more often.
+            let sync_ms = if rng.below(4) == 0 { 50 + rng.below(101) } else { 2 + rng.below(19) };
+            let sync = Duration::from_millis(sync_ms);
+            let journal = || Rc::new(SimJournal::new(sync));
+            let snapshots = (4 + rng.below(21), rng.below(12));
+            let net = MemNet::new();
+            // Per run: up to 5% of messages lost, each delayed up to 0-30 ms.
+            net.set_faults(rng.next_u64(), rng.below(51), rng.below(31));
             let mut run = Run {
                 rng,
-                net: MemNet::new(),
+                net,
                 nodes: (1..=NODES).map(|id| Node { id, journal: journal(), replica: None }).collect(),
                 acked: Vec::new(),
                 refused: Vec::new(),
                 stats: ClusterStats::default(),
-                leaders: std::collections::BTreeMap::new(),
+                leaders: std::collections::BTreeSet::new(),
                 outcome: blake3::Hasher::new(),
                 boots: 0,
+                snapshots,
             };
             for i in 0..run.nodes.len() {
                 run.restart(i).await?;
@@ -497,6 +589,7 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
                 }
             }
             let mut stats = run.stats.clone();
+            stats.checkpoints = run.nodes.iter().map(|n| n.journal.checkpoints_written.get()).sum();
             let outcomes = run.outcome.finalize();
             let mut digest = blake3::Hasher::new();
             digest.update(&stats.digest);

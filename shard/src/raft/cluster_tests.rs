@@ -41,7 +41,7 @@ pub(super) struct Replica {
 }
 
 pub(super) fn config() -> Arc<openraft::Config> {
-    super::replica::timings(50, (300, 600)).expect("valid timings")
+    super::replica::timings(50, (300, 600), None).expect("valid timings")
 }
 
 async fn start(net: &MemNet, id: NodeId) -> Replica {

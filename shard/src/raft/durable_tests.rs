@@ -1,7 +1,8 @@
 //! Replicas whose raft logs live in real write-ahead logs on disk: records
 //! go through `WalJournal` into WAL segments; a restart recovers them
 //! (`recovery::recover`), rebuilds the raft log, consolidates it into the
-//! group's raft log file and rejoins. A follower restarted twice catches up
+//! group's raft log file and rejoins from its checkpoint file (replicas
+//! checkpoint every 5 entries and purge the log below). A follower restarted twice catches up
 //! and converges; a whole cluster stopped and restarted keeps every
 //! acknowledged write.
 
@@ -12,7 +13,9 @@ use std::time::Duration;
 use openraft::async_runtime::WatchReceiver;
 use openraft::AsyncRuntime;
 
-use super::cluster_tests::{append, by_id, config as raft_config, create, members, snapshot_of, wait_converged, wait_for_leader};
+use super::checkpoint::DirCheckpoints;
+use super::replica::{restore, timings};
+use super::cluster_tests::{append, by_id, create, members, snapshot_of, wait_converged, wait_for_leader};
 use super::cluster_tests::{Client, Count, Replica};
 use super::journal::WalJournal;
 use super::log_image::LogImage;
@@ -33,7 +36,7 @@ fn wal_config() -> WalConfig {
 
 /// Recovers replica `id` from `dir` and starts it; returns it with the
 /// number of raft records recovery found.
-async fn start_from_disk(net: &MemNet, id: NodeId, dir: &Path) -> (Replica, usize) {
+async fn start_from_disk(net: &MemNet, id: NodeId, dir: &Path) -> (Replica, usize, bool) {
     let limits = GroupLimits::default();
     let mut recovered = recovery::recover(dir, 1, &limits).expect("recovers");
     let found = recovered.raft[0].len();
@@ -44,11 +47,25 @@ async fn start_from_disk(net: &MemNet, id: NodeId, dir: &Path) -> (Replica, usiz
     let wal = WalLog::start(config.open_dir(&wal_dir(dir, 0)), 0, config);
     let journal = Rc::new(WalJournal::new(Rc::new(wal)));
     let log = GroupLog::new(0, journal, image);
-    let state = GroupState::new(0, 1, limits);
-    let machine = GroupMachine::new(state, None, StoredMembership::default(), Rc::new(Count::default()));
-    let raft = GroupRaft::new(id, raft_config(), net.factory(id), log, machine.clone()).await.expect("raft starts");
+    // Checkpoints every 5 entries, 2 kept below: restarts start from a
+    // checkpoint file and a log purged below it.
+    let checkpoints = DirCheckpoints::new(recovery::checkpoint_dir(dir));
+    let (machine, found_checkpoint) = match checkpoints.load(0).expect("the checkpoint reads") {
+        Some(checkpoint) => {
+            let (state, applied, membership, snapshot) = restore(&checkpoint, &limits).expect("restores");
+            let machine = GroupMachine::new(state, applied, membership, Rc::new(Count::default()));
+            (machine.with_checkpoints(Rc::new(checkpoints), Some(snapshot)), true)
+        }
+        None => {
+            let state = GroupState::new(0, 1, limits);
+            let machine = GroupMachine::new(state, None, StoredMembership::default(), Rc::new(Count::default()));
+            (machine.with_checkpoints(Rc::new(checkpoints), None), false)
+        }
+    };
+    let config = timings(50, (300, 600), Some((5, 2))).expect("valid timings");
+    let raft = GroupRaft::new(id, config, net.factory(id), log, machine.clone()).await.expect("raft starts");
     net.attach(id, raft.clone());
-    (Replica { id, raft, machine }, found)
+    (Replica { id, raft, machine }, found, found_checkpoint)
 }
 
 async fn stop(net: &MemNet, replica: Replica) {
@@ -89,8 +106,8 @@ fn raft_logs_in_the_wal_survive_restarts() {
         let net = MemNet::new();
         let mut replicas = Vec::new();
         for (i, path) in paths.iter().enumerate() {
-            let (replica, found) = start_from_disk(&net, i as NodeId + 1, path).await;
-            assert_eq!(found, 0, "a fresh directory has no raft records");
+            let (replica, found, checkpoint) = start_from_disk(&net, i as NodeId + 1, path).await;
+            assert_eq!((found, checkpoint), (0, false), "a fresh directory has no raft records");
             replicas.push(replica);
         }
         replicas[0].raft.initialize(members()).await.expect("initialize");
@@ -111,8 +128,8 @@ fn raft_logs_in_the_wal_survive_restarts() {
             for _ in 0..5 {
                 write(&replicas, client.proposal(append("s", b"abcde"))).await;
             }
-            let (replica, found) = start_from_disk(&net, follower, &paths[follower as usize - 1]).await;
-            assert!(found > 10, "round {round}: recovery found only {found} raft records");
+            let (replica, found, checkpoint) = start_from_disk(&net, follower, &paths[follower as usize - 1]).await;
+            assert!(found > 0 && checkpoint, "round {round}: {found} raft records, checkpoint {checkpoint}");
             replicas.push(replica);
             wait_converged(&replicas.iter().collect::<Vec<_>>()).await;
         }
@@ -128,8 +145,8 @@ fn raft_logs_in_the_wal_survive_restarts() {
             stop(&net, replica).await;
         }
         for (i, path) in paths.iter().enumerate() {
-            let (replica, found) = start_from_disk(&net, i as NodeId + 1, path).await;
-            assert!(found > 0);
+            let (replica, found, checkpoint) = start_from_disk(&net, i as NodeId + 1, path).await;
+            assert!(found > 0 && checkpoint, "node {}: {found} raft records, checkpoint {checkpoint}", i + 1);
             replicas.push(replica);
         }
         // The write commits in the new leader's term, which applies

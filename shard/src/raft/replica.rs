@@ -35,7 +35,9 @@ use super::log_image::LogImage;
 use super::log_store::GroupLog;
 use super::mem_net::GroupRaft;
 use super::rt::{GlommioRt, RtInstant};
-use super::state_machine::{ApplySink, GroupMachine, SnapshotBytes};
+use super::checkpoint::{CheckpointStore, RaftCheckpoint};
+use super::state_machine::{ApplySink, GroupMachine, GroupSnapshot, SnapshotBytes};
+use super::wire::WireLogId;
 use super::types::{LogId, NodeId, Proposal, ProposalId, RillRaft, StoredMembership};
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::command::{Applied, Command, Effect};
@@ -106,23 +108,65 @@ pub struct ReplicaStart {
     pub config: std::sync::Arc<openraft::Config>,
     /// How long a proposal or a read may wait.
     pub timeout: Duration,
+    /// Where snapshots become durable checkpoints, and the checkpoint the
+    /// replica starts from (see [`restore`]).
+    pub checkpoints: Option<Rc<dyn CheckpointStore>>,
+    pub snapshot: Option<GroupSnapshot>,
+}
+
+/// The group state, applied log id, membership and snapshot a replica
+/// starts from after a restart with `checkpoint`.
+pub fn restore(
+    checkpoint: &RaftCheckpoint,
+    limits: &crate::state::group::GroupLimits,
+) -> Result<(GroupState, Option<LogId>, StoredMembership, GroupSnapshot)> {
+    let mut state = GroupState::decode_snapshot(&checkpoint.state, limits.for_replay())?;
+    if state.group() != checkpoint.group {
+        return Err(Error::corrupted(format!(
+            "raft checkpoint of group {} holds group {}",
+            checkpoint.group,
+            state.group()
+        )));
+    }
+    state.set_limits(limits.clone());
+    let applied = checkpoint.meta.applied.map(WireLogId::to_log_id);
+    let membership = StoredMembership::new(
+        checkpoint.meta.membership_at.map(WireLogId::to_log_id),
+        checkpoint.meta.membership.to_membership()?,
+    );
+    let snapshot = GroupSnapshot {
+        meta: super::types::SnapshotMeta { last_log_id: applied, last_membership: membership.clone() },
+        snapshot: bytes::Bytes::from(checkpoint.state.clone()),
+    };
+    Ok((state, applied, membership, snapshot))
 }
 
 /// openraft's configuration for a replica: heartbeats every
 /// `heartbeat_ms`, elections after a silence of `election_ms` (a random
-/// point in the range), pre-vote on, and no snapshots of its own making:
-/// until a replica's checkpoint holds its group state with the raft meta,
-/// a restarted replica rebuilds its state from its whole log, so the log
-/// must never be purged. `BadRequest` when openraft refuses the timings
-/// (an election timeout not above the heartbeat, an empty range).
-pub fn timings(heartbeat_ms: u64, election_ms: (u64, u64)) -> Result<std::sync::Arc<openraft::Config>> {
+/// point in the range), pre-vote on. With `snapshots: Some((every, keep))`
+/// the replica checkpoints its group after every `every` applied entries
+/// and keeps `keep` entries below a checkpoint for followers that lag (it
+/// then needs a [`CheckpointStore`]: the log below a checkpoint is purged);
+/// with `None` it never snapshots and never purges, and a restart rebuilds
+/// the group from the whole log. `BadRequest` when openraft refuses the
+/// settings (an election timeout not above the heartbeat, an empty range).
+pub fn timings(
+    heartbeat_ms: u64,
+    election_ms: (u64, u64),
+    snapshots: Option<(u64, u64)>,
+) -> Result<std::sync::Arc<openraft::Config>> {
+    let (snapshot_policy, keep) = match snapshots {
+        Some((every, keep)) => (openraft::SnapshotPolicy::LogsSinceLast(every), keep),
+        None => (openraft::SnapshotPolicy::Never, 1000),
+    };
     let config = openraft::Config {
         cluster_name: "rill".into(),
         heartbeat_interval: heartbeat_ms,
         election_timeout_min: election_ms.0,
         election_timeout_max: election_ms.1,
         enable_pre_vote: Some(true),
-        snapshot_policy: openraft::SnapshotPolicy::Never,
+        snapshot_policy,
+        max_in_snapshot_log_to_keep: keep,
         ..Default::default()
     };
     let config = config.validate().map_err(|e| Error::bad_request(format!("raft timings: {e}")))?;
@@ -164,7 +208,10 @@ impl GroupReplica {
         N::Network: openraft::network::NetSnapshot<RillRaft, SnapshotData = SnapshotBytes>,
     {
         let waiters = Rc::new(Waiters::default());
-        let machine = GroupMachine::new(start.state, start.applied, start.membership, waiters.clone());
+        let mut machine = GroupMachine::new(start.state, start.applied, start.membership, waiters.clone());
+        if let Some(store) = start.checkpoints {
+            machine = machine.with_checkpoints(store, start.snapshot);
+        }
         let log = GroupLog::new(start.group, start.journal, start.image);
         let raft = GroupRaft::new(start.node, start.config, network, log, machine.clone())
             .await

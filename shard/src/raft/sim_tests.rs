@@ -30,6 +30,8 @@ async fn start(net: &MemNet, node: NodeId) -> GroupReplica {
         journal: Rc::new(MemJournal::new()),
         config: config(),
         timeout: Duration::from_secs(2),
+        checkpoints: None,
+        snapshot: None,
     };
     let replica = GroupReplica::start(start, net.factory(node)).await.expect("starts");
     net.attach(node, replica.raft().clone());

@@ -27,7 +27,11 @@ use futures::{Stream, StreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
 use openraft::RaftSnapshotBuilder;
 
+use super::checkpoint::{CheckpointMeta, CheckpointStore, RaftCheckpoint};
+use super::rt::GlommioRt;
 use super::types::{LogId, ProposalId, Receipt, RillRaft, SnapshotMeta, StoredMembership};
+use super::wire::{WireLogId, WireMembership};
+use openraft::AsyncRuntime;
 use crate::error::Error;
 use crate::state::command::{Applied, Effect};
 use crate::state::group::{GroupLimits, GroupState};
@@ -58,6 +62,9 @@ struct Machine {
     current: Option<GroupSnapshot>,
     limits: GroupLimits,
     sink: Rc<dyn ApplySink>,
+    /// Where snapshots become durable checkpoints (none: snapshots live in
+    /// memory only, for replicas that never purge their log).
+    checkpoints: Option<Rc<dyn CheckpointStore>>,
 }
 
 /// One group's state machine; clones share it (the snapshot builder is a
@@ -80,8 +87,68 @@ impl GroupMachine {
         sink: Rc<dyn ApplySink>,
     ) -> Self {
         let limits = state.limits().clone();
-        let machine = Machine { state, applied, membership, current: None, limits, sink };
+        let machine = Machine { state, applied, membership, current: None, limits, sink, checkpoints: None };
         Self { inner: Rc::new(RefCell::new(machine)) }
+    }
+
+    /// Makes every snapshot this machine builds or installs a durable
+    /// checkpoint in `store` before openraft hears of it; `current` is the
+    /// checkpoint the machine was started from, if any.
+    pub fn with_checkpoints(self, store: Rc<dyn CheckpointStore>, current: Option<GroupSnapshot>) -> Self {
+        {
+            let mut machine = self.inner.borrow_mut();
+            machine.checkpoints = Some(store);
+            machine.current = current;
+        }
+        self
+    }
+
+    /// Replaces the state with a leader's snapshot (same group and shape
+    /// only); returns the snapshot as the machine now holds it.
+    fn replace_state(&self, meta: &SnapshotMeta, snapshot: SnapshotBytes) -> io::Result<GroupSnapshot> {
+        let mut machine = self.inner.borrow_mut();
+        let mut state = GroupState::decode_snapshot(&snapshot, machine.limits.for_replay()).map_err(io_error)?;
+        if state.group() != machine.state.group() || state.group_count() != machine.state.group_count() {
+            return Err(io_error(Error::corrupted(format!(
+                "snapshot of group {} of {} offered to group {} of {}",
+                state.group(),
+                state.group_count(),
+                machine.state.group(),
+                machine.state.group_count()
+            ))));
+        }
+        state.set_limits(machine.limits.clone());
+        machine.state = state;
+        machine.applied = meta.last_log_id;
+        machine.membership = meta.last_membership.clone();
+        let installed = GroupSnapshot { meta: meta.clone(), snapshot };
+        machine.current = Some(installed.clone());
+        Ok(installed)
+    }
+
+    /// Writes `snapshot` as the group's checkpoint, when a store is set.
+    async fn persist(&self, snapshot: &GroupSnapshot) -> io::Result<()> {
+        let (store, group) = {
+            let machine = self.inner.borrow();
+            (machine.checkpoints.clone(), machine.state.group())
+        };
+        let Some(store) = store else { return Ok(()) };
+        let checkpoint = RaftCheckpoint {
+            group,
+            meta: CheckpointMeta {
+                applied: snapshot.meta.last_log_id.as_ref().map(WireLogId::of),
+                membership_at: snapshot.meta.last_membership.log_id().as_ref().map(WireLogId::of),
+                membership: WireMembership::of(snapshot.meta.last_membership.membership()),
+            },
+            state: snapshot.snapshot.to_vec(),
+        };
+        if crate::planted::active(crate::planted::Bug::RaftCheckpointNotDurable) {
+            drop(GlommioRt::spawn(async move {
+                let _ = store.save(group, checkpoint.encode()).await;
+            }));
+            return Ok(());
+        }
+        store.save(group, checkpoint.encode()).await.map_err(io_error)
     }
 
     /// Runs `f` on the group state (reads; never held across an await).
@@ -109,7 +176,9 @@ impl RaftSnapshotBuilder<RillRaft> for GroupMachine {
     type SnapshotData = SnapshotBytes;
 
     async fn build_snapshot(&mut self) -> Result<GroupSnapshot, io::Error> {
-        Ok(self.snapshot_now())
+        let snapshot = self.snapshot_now();
+        self.persist(&snapshot).await?;
+        Ok(snapshot)
     }
 }
 
@@ -166,24 +235,8 @@ impl RaftStateMachine<RillRaft> for GroupMachine {
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotBytes) -> Result<(), io::Error> {
-        let mut machine = self.inner.borrow_mut();
-        let state = GroupState::decode_snapshot(&snapshot, machine.limits.for_replay()).map_err(io_error)?;
-        if state.group() != machine.state.group() || state.group_count() != machine.state.group_count() {
-            return Err(io_error(Error::corrupted(format!(
-                "snapshot of group {} of {} offered to group {} of {}",
-                state.group(),
-                state.group_count(),
-                machine.state.group(),
-                machine.state.group_count()
-            ))));
-        }
-        let mut state = state;
-        state.set_limits(machine.limits.clone());
-        machine.state = state;
-        machine.applied = meta.last_log_id;
-        machine.membership = meta.last_membership.clone();
-        machine.current = Some(GroupSnapshot { meta: meta.clone(), snapshot });
-        Ok(())
+        let installed = self.replace_state(meta, snapshot)?;
+        self.persist(&installed).await
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<GroupSnapshot>, io::Error> {
