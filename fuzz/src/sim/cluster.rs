@@ -81,6 +81,8 @@ pub struct ClusterStats {
     pub elections: u64,
     /// Checkpoints written (each lets a replica purge its log below it).
     pub checkpoints: usize,
+    /// Crashes aimed at a vote, a purge or a checkpoint in flight.
+    pub aimed_crashes: usize,
     /// BLAKE3 of the converged state and of every outcome, in order.
     pub digest: [u8; 32],
 }
@@ -96,10 +98,28 @@ struct SimJournal {
     epoch: Cell<u64>,
     checkpoint: RefCell<Option<Vec<u8>>>,
     checkpoints_written: Cell<usize>,
+    /// Aimed crashes: when the replica writes a vote or a purge, or starts
+    /// a checkpoint, the device dies within one sync with this chance in
+    /// thousandths (while no other replica is down), losing what it had
+    /// not made durable; the replica's storage then fails until a restart.
+    aim_per_mille: u64,
+    rng: RefCell<Rng>,
+    dead: Cell<bool>,
+    /// Replicas down right now, shared by the journals of a run.
+    down: Rc<Cell<usize>>,
+    /// Whether aimed crashes may happen now (only during the steps, not
+    /// while the cluster forms or converges at the end).
+    aiming: Rc<Cell<bool>>,
 }
 
 impl SimJournal {
-    fn new(sync: Duration) -> Self {
+    fn new(
+        sync: Duration,
+        aim_per_mille: u64,
+        seed: u64,
+        down: Rc<Cell<usize>>,
+        aiming: Rc<Cell<bool>>,
+    ) -> Self {
         SimJournal {
             records: RefCell::new(Vec::new()),
             durable: Cell::new(0),
@@ -107,13 +127,45 @@ impl SimJournal {
             epoch: Cell::new(0),
             checkpoint: RefCell::new(None),
             checkpoints_written: Cell::new(0),
+            aim_per_mille,
+            rng: RefCell::new(Rng::new(seed)),
+            dead: Cell::new(false),
+            down,
+            aiming,
         }
+    }
+
+    fn dead_error() -> rill_shard::Error {
+        rill_shard::Error::io("simulated device", std::io::Error::other("the replica crashed"))
+    }
+
+    /// Maybe dies within one sync from now (see `aim_per_mille`).
+    fn aim(self: &Rc<Self>) {
+        if !self.aiming.get()
+            || self.dead.get()
+            || self.down.get() > 0
+            || self.rng.borrow_mut().below(1000) >= self.aim_per_mille
+        {
+            return;
+        }
+        self.down.set(self.down.get() + 1);
+        let delay = Duration::from_millis(self.rng.borrow_mut().below(self.sync.as_millis() as u64 + 1));
+        let journal = self.clone();
+        glommio::spawn_local(async move {
+            sleep(delay).await;
+            journal.crash();
+            journal.dead.set(true);
+        })
+        .detach();
     }
 }
 
-impl CheckpointStore for SimJournal {
+impl SimJournal {
     fn save(&self, _group: u32, bytes: Vec<u8>) -> LocalFuture<'_, rill_shard::Result<()>> {
         Box::pin(async move {
+            if self.dead.get() {
+                return Err(SimJournal::dead_error());
+            }
             let epoch = self.epoch.get();
             sleep(self.sync).await;
             if self.epoch.get() != epoch {
@@ -129,17 +181,45 @@ impl CheckpointStore for SimJournal {
     }
 }
 
-impl RaftJournal for SimJournal {
+/// The journal as the replica holds it (the aimed crash needs the `Rc`).
+#[derive(Debug, Clone)]
+struct DeviceJournal(Rc<SimJournal>);
+
+impl RaftJournal for DeviceJournal {
     fn write<'a>(&'a self, _group: u32, record: &'a RaftRecord) -> LocalFuture<'a, rill_shard::Result<Lsn>> {
-        let mut records = self.records.borrow_mut();
-        records.push(record.clone());
-        let lsn = records.len() as Lsn;
+        if self.0.dead.get() {
+            return Box::pin(std::future::ready(Err(SimJournal::dead_error())));
+        }
+        let lsn = {
+            let mut records = self.0.records.borrow_mut();
+            records.push(record.clone());
+            records.len() as Lsn
+        };
+        if matches!(record, RaftRecord::Vote(_) | RaftRecord::Purge { .. }) {
+            self.0.aim();
+        }
         Box::pin(std::future::ready(Ok(lsn)))
     }
 
     fn wait_durable(&self, lsn: Lsn) -> LocalFuture<'_, rill_shard::Result<()>> {
+        self.0.wait_durable(lsn)
+    }
+}
+
+impl CheckpointStore for DeviceJournal {
+    fn save(&self, group: u32, bytes: Vec<u8>) -> LocalFuture<'_, rill_shard::Result<()>> {
+        self.0.aim();
+        self.0.save(group, bytes)
+    }
+}
+
+impl SimJournal {
+    fn wait_durable(&self, lsn: Lsn) -> LocalFuture<'_, rill_shard::Result<()>> {
         Box::pin(async move {
             while (self.durable.get() as Lsn) < lsn {
+                if self.dead.get() {
+                    return Err(SimJournal::dead_error());
+                }
                 let (upto, epoch) = (self.records.borrow().len(), self.epoch.get());
                 sleep(self.sync).await;
                 if self.epoch.get() != epoch {
@@ -198,10 +278,10 @@ async fn start(
         applied,
         membership,
         image,
-        journal: node.journal.clone(),
+        journal: Rc::new(DeviceJournal(node.journal.clone())),
         config: timings(50, (300, 600), Some(snapshots)).expect("valid timings"),
         timeout: Duration::from_secs(1),
-        checkpoints: Some(node.journal.clone()),
+        checkpoints: Some(Rc::new(DeviceJournal(node.journal.clone()))),
         snapshot,
     };
     let replica = GroupReplica::start(start, net.factory(node.id)).await.expect("a replica starts");
@@ -353,16 +433,32 @@ impl Run {
         self.net.detach(self.nodes[at].id);
         replica.shutdown().await;
         drop(replica);
-        self.nodes[at].journal.crash();
+        let journal = &self.nodes[at].journal;
+        if !journal.dead.get() {
+            journal.down.set(journal.down.get() + 1);
+        }
+        journal.crash();
         self.stats.crashes += 1;
         self.trace(format_args!("crash node {}", at + 1));
     }
 
     async fn restart(&mut self, at: usize) -> Result<(), ClusterFailure> {
-        if self.nodes[at].replica.is_some() {
+        let journal = self.nodes[at].journal.clone();
+        if journal.dead.get() {
+            // An aimed crash: the device died under the running replica.
+            if let Some(replica) = self.nodes[at].replica.take() {
+                self.net.detach(self.nodes[at].id);
+                replica.shutdown().await;
+                self.stats.crashes += 1;
+                self.stats.aimed_crashes += 1;
+            }
+            journal.dead.set(false);
+        } else if self.nodes[at].replica.is_some() {
             return Ok(());
         }
-        let records = self.nodes[at].journal.crash();
+        let down = journal.down.get();
+        journal.down.set(down.saturating_sub(1));
+        let records = journal.crash();
         let image = LogImage::rebuild(&records)
             .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
         self.boots += 1;
@@ -429,7 +525,7 @@ impl Run {
             78..=82 => {
                 // At most one replica down at a time keeps a quorum possible;
                 // the crash lands a little after whatever is in flight.
-                if self.nodes.iter().all(|n| n.replica.is_some()) {
+                if self.nodes.iter().all(|n| n.replica.is_some() && !n.journal.dead.get()) {
                     let sync_ms = self.nodes[at].journal.sync.as_millis() as u64;
                     sleep(Duration::from_millis(self.rng.below(3 * sync_ms + 1))).await;
                     self.crash(at).await;
@@ -532,7 +628,14 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
             // per sync), whose long windows a crash lands in more often.
             let sync_ms = if rng.below(4) == 0 { 50 + rng.below(101) } else { 2 + rng.below(19) };
             let sync = Duration::from_millis(sync_ms);
-            let journal = || Rc::new(SimJournal::new(sync));
+            let aim = if rng.below(2) == 0 { 0 } else { 50 + rng.below(251) };
+            let down = Rc::new(Cell::new(0));
+            let aiming = Rc::new(Cell::new(false));
+            let mut journal_seed = rng.next_u64();
+            let mut journal = || {
+                journal_seed = journal_seed.wrapping_add(1);
+                Rc::new(SimJournal::new(sync, aim, journal_seed, down.clone(), aiming.clone()))
+            };
             let snapshots = (4 + rng.below(21), rng.below(12));
             let net = MemNet::new();
             // Per run: up to 5% of messages lost, each delayed up to 0-30 ms.
@@ -578,9 +681,11 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
                 return Err(Run::fail(0, "no-convergence", "no leader took the first write".into()));
             }
             let mut seq = 0;
+            aiming.set(true);
             for step in 0..ops {
                 run.step(step, &mut seq).await?;
             }
+            aiming.set(false);
             run.converge(ops).await?;
             run.final_checks(ops)?;
             for node in &run.nodes {
