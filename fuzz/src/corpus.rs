@@ -3,8 +3,8 @@
 //!
 //! [`seeds`] generates, deterministically, a few dozen inputs per target:
 //! valid encodings made by the real encoders (headers, records, segments,
-//! group snapshots, commands, raft records and raft log files, shape
-//! files), their truncations, and bit flips. The commands cover every
+//! group snapshots, commands, raft records, raft log files and raft
+//! checkpoints, shape files), their truncations, and bit flips. The commands cover every
 //! operation, forks included, one snapshot seed holds a fork book of every
 //! kind of entry, and the raft records cover every kind of record. The
 //! output is committed under `fuzz/corpus/<target>/` (the test
@@ -16,6 +16,7 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
+use rill_shard::raft::checkpoint::{CheckpointMeta, RaftCheckpoint};
 use rill_shard::raft::log_image::LogImage;
 use rill_shard::raft::types::{Member, Proposal, ProposalId};
 use rill_shard::raft::wire::{RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
@@ -33,7 +34,7 @@ use rill_shard::StreamId;
 
 use crate::cursor::Cursor;
 use crate::rng::Rng;
-use crate::targets::{apply_limits, built_state, unbounded_limits};
+use crate::targets::{apply_limits, built_state, unbounded_limits, wrap_raft_checkpoint};
 
 /// One generated corpus file.
 #[derive(Clone, Debug)]
@@ -566,6 +567,7 @@ pub fn seeds() -> Vec<Seed> {
         out.add("http_request", name, bytes);
     }
     raft_seeds(&mut out, &commands);
+    raft_checkpoint_seeds(&mut out);
     out.seeds
 }
 
@@ -678,6 +680,93 @@ fn raft_seeds(out: &mut Out, commands: &[Command]) {
     recipe.extend((flush.len() as u32).to_le_bytes());
     recipe.extend(flush);
     out.add_damaged("recovery", "raft", recipe, 1);
+}
+
+/// The seeds of the raft checkpoint (FORMAT.md "Raft checkpoint"), made
+/// after every other target's so that those keep their bytes: checkpoints
+/// of three built states (one in a joint membership change) and of one
+/// holding a fork book, whole, cut and flipped; the framing of two of them
+/// as the target wraps it (`[u32 group]`, then what follows the group field
+/// up to the checksum); a fresh group's (nothing applied, no membership);
+/// checkpoints that decode but do not restore (naming another group than
+/// their state's, a voter without an address, a damaged group snapshot);
+/// one whose meta spells an integer in more bytes than it needs; recipes.
+fn raft_checkpoint_seeds(out: &mut Out) {
+    const TARGET: &str = "raft_checkpoint";
+    let id = |term, node, index| WireLogId { term, node, index };
+    let member =
+        |n: u64| Member { raft_addr: format!("10.0.0.{n}:7000"), http_addr: format!("10.0.0.{n}:8080") };
+    let membership = |configs: Vec<Vec<u64>>, nodes: u64| WireMembership {
+        configs,
+        nodes: (1..=nodes).map(|n| (n, member(n))).collect(),
+    };
+    let meta = |applied, membership| CheckpointMeta {
+        applied: Some(applied),
+        membership_at: Some(id(1, 1, 0)),
+        membership,
+    };
+    let framed = |bytes: &[u8]| [&bytes[12..16], &bytes[16..bytes.len() - 32]].concat();
+    let mut checkpoints = Vec::new();
+    for i in 0..3u32 {
+        let recipe = out.rng.bytes(40 + i as usize * 80);
+        let state = built_state(&mut Cursor::new(&recipe), i, 3);
+        let voters = match i {
+            2 => membership(vec![vec![1, 2, 3], vec![2, 3, 4]], 4),
+            _ => membership(vec![vec![1, 2, 3]], 3),
+        };
+        let applied = id(2 + u64::from(i), 1, 10 + 7 * u64::from(i));
+        checkpoints.push(RaftCheckpoint {
+            group: i,
+            meta: meta(applied, voters),
+            state: state.encode_snapshot(),
+        });
+    }
+    for (i, checkpoint) in checkpoints.iter().enumerate() {
+        out.add_damaged(TARGET, &format!("checkpoint{i}"), checkpoint.encode(), 2);
+    }
+    let mut forked = GroupState::new(0, 1, unbounded_limits());
+    fork_commands(&mut forked, 1_000);
+    let voters = membership(vec![vec![1, 2, 3]], 4);
+    let forks =
+        RaftCheckpoint { group: 0, meta: meta(id(5, 3, 30), voters), state: forked.encode_snapshot() };
+    out.add_damaged(TARGET, "forks", forks.encode(), 2);
+    let first = &checkpoints[0];
+    let framed_first = framed(&first.encode());
+    assert_eq!(wrap_raft_checkpoint(first.group, &framed_first[4..]), first.encode(), "the target's framing");
+    out.add_damaged(TARGET, "framed", framed_first, 2);
+    out.add_damaged(TARGET, "framed-forks", framed(&forks.encode()), 2);
+
+    let empty = membership(Vec::new(), 0);
+    let fresh = RaftCheckpoint {
+        group: 2,
+        meta: CheckpointMeta { applied: None, membership_at: None, membership: empty },
+        state: GroupState::new(2, 5, unbounded_limits()).encode_snapshot(),
+    };
+    out.add(TARGET, "fresh", fresh.encode());
+    out.add(TARGET, "other-group", RaftCheckpoint { group: 1, ..first.clone() }.encode());
+    let orphan = WireMembership { configs: vec![vec![1, 2]], nodes: vec![(1, member(1))] };
+    let orphan =
+        RaftCheckpoint { meta: CheckpointMeta { membership: orphan, ..first.meta.clone() }, ..first.clone() };
+    out.add(TARGET, "orphan-voter", orphan.encode());
+    let mut damaged = checkpoints[1].clone();
+    let at = damaged.state.len() / 2;
+    damaged.state[at] ^= 0x10;
+    out.add(TARGET, "damaged-state", damaged.encode());
+    // The applied entry's term, 2, spelt in two bytes.
+    let mut meta = postcard::to_stdvec(&first.meta).expect("a checkpoint meta encodes");
+    assert_eq!(meta[..2], [1, 2], "an applied log id's postcard encoding");
+    meta.splice(1..2, [0x82, 0x00]);
+    let mut body = (meta.len() as u32).to_le_bytes().to_vec();
+    body.extend(meta);
+    body.extend((first.state.len() as u64).to_le_bytes());
+    body.extend(&first.state);
+    let overlong = wrap_raft_checkpoint(first.group, &body);
+    assert_eq!(RaftCheckpoint::decode(&overlong).as_ref().ok(), Some(first), "an over-long meta decodes");
+    out.add(TARGET, "overlong-meta", overlong);
+    for i in 0..4 {
+        let recipe = out.rng.bytes(32 + i * 96);
+        out.add(TARGET, format!("recipe{i}"), recipe);
+    }
 }
 
 /// A new input derived from `input` (and sometimes `other`) by one to four

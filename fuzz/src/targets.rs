@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use rill_shard::raft::checkpoint::{CheckpointMeta, RaftCheckpoint};
 use rill_shard::raft::log_image::LogImage;
+use rill_shard::raft::replica::restore;
 use rill_shard::raft::types::{Member, Proposal, ProposalId};
 use rill_shard::raft::wire::{RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
 use rill_shard::state::api::{Append, AppendBatch, Create, ForkPoint, PublishSnapshot, Receive};
@@ -52,6 +54,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("recovery", recovery),
     ("raft_record", raft_record),
     ("raft_log_file", raft_log_file),
+    ("raft_checkpoint", raft_checkpoint),
     ("shape_file", shape_file),
     ("cold_pack", cold_pack),
     ("http_request", crate::http_target::http_request),
@@ -655,50 +658,57 @@ fn check_raft_record(record: &RaftRecord, bytes: &[u8]) {
 /// builds, or change the membership (sometimes naming a voter without an
 /// address).
 pub fn built_raft_record(c: &mut Cursor<'_>) -> RaftRecord {
-    fn number(c: &mut Cursor<'_>) -> u64 {
-        match c.bool() {
-            true => u64::from(c.u8()),
-            false => c.u64(),
-        }
-    }
-    fn log_id(c: &mut Cursor<'_>) -> WireLogId {
-        WireLogId { term: number(c), node: number(c), index: number(c) }
-    }
     match c.below(5) {
         0 => {
-            let log_id = log_id(c);
+            let log_id = built_log_id(c);
             let payload = match c.below(3) {
                 0 => WirePayload::Blank,
                 1 => {
-                    let id = ProposalId { node: number(c), boot: c.u64(), seq: number(c) };
+                    let id = ProposalId { node: built_number(c), boot: c.u64(), seq: built_number(c) };
                     let cmd = built_commands(c)
                         .into_iter()
                         .next()
-                        .unwrap_or(Command { now_ms: number(c), op: Op::ExpireDue });
+                        .unwrap_or(Command { now_ms: built_number(c), op: Op::ExpireDue });
                     WirePayload::Normal(Box::new(Proposal { id, cmd }))
                 }
-                _ => {
-                    let set = |c: &mut Cursor<'_>| -> Vec<u64> {
-                        (0..c.below(5)).map(|_| u64::from(c.u8() % 6)).collect()
-                    };
-                    let configs = (0..1 + c.below(2)).map(|_| set(c)).collect();
-                    let nodes = (0..c.below(6))
-                        .map(|_| {
-                            let n = u64::from(c.u8() % 6);
-                            let addr = |port: u16| format!("10.0.0.{n}:{port}");
-                            (n, Member { raft_addr: addr(7000), http_addr: addr(8080) })
-                        })
-                        .collect();
-                    WirePayload::Membership(WireMembership { configs, nodes })
-                }
+                _ => WirePayload::Membership(built_membership(c)),
             };
             RaftRecord::Entry { log_id, payload }
         }
-        1 => RaftRecord::Vote(WireVote { term: number(c), node: number(c), committed: c.bool() }),
-        2 => RaftRecord::Truncate { after: c.bool().then(|| log_id(c)) },
-        3 => RaftRecord::Purge { upto: log_id(c) },
-        _ => RaftRecord::Committed(c.bool().then(|| log_id(c))),
+        1 => RaftRecord::Vote(WireVote { term: built_number(c), node: built_number(c), committed: c.bool() }),
+        2 => RaftRecord::Truncate { after: c.bool().then(|| built_log_id(c)) },
+        3 => RaftRecord::Purge { upto: built_log_id(c) },
+        _ => RaftRecord::Committed(c.bool().then(|| built_log_id(c))),
     }
+}
+
+/// A small number or any number, chosen by the input.
+fn built_number(c: &mut Cursor<'_>) -> u64 {
+    match c.bool() {
+        true => u64::from(c.u8()),
+        false => c.u64(),
+    }
+}
+
+/// A log id of small or any numbers, chosen by the input.
+fn built_log_id(c: &mut Cursor<'_>) -> WireLogId {
+    WireLogId { term: built_number(c), node: built_number(c), index: built_number(c) }
+}
+
+/// A membership of one or two voter sets (maybe empty) of nodes 0 to 5 and
+/// up to five address entries, chosen by the input: sometimes a voter has
+/// no address, so openraft refuses it.
+fn built_membership(c: &mut Cursor<'_>) -> WireMembership {
+    let set = |c: &mut Cursor<'_>| -> Vec<u64> { (0..c.below(5)).map(|_| u64::from(c.u8() % 6)).collect() };
+    let configs = (0..1 + c.below(2)).map(|_| set(c)).collect();
+    let nodes = (0..c.below(6))
+        .map(|_| {
+            let n = u64::from(c.u8() % 6);
+            let addr = |port: u16| format!("10.0.0.{n}:{port}");
+            (n, Member { raft_addr: addr(7000), http_addr: addr(8080) })
+        })
+        .collect();
+    WireMembership { configs, nodes }
 }
 
 /// The raft log file (FORMAT.md "Raft log file"): as given, and with the
@@ -760,6 +770,123 @@ fn check_raft_log_file(bytes: &[u8]) {
             if let Err(e) = LogImage::rebuild(&records) {
                 assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}");
             }
+        }
+        Err(e) => assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}"),
+    }
+}
+
+/// A replicated group's checkpoint (FORMAT.md "Raft checkpoint"): as
+/// given, and with the input behind a valid header (its group taken from
+/// the input) and checksum, so arbitrary bytes reach the meta and state
+/// framing. Arbitrary bytes decode or are `Corrupted`, never a panic. What
+/// decodes re-encodes to exactly the same bytes, but for one leeway: postcard
+/// reads an integer of the meta spelt in more bytes than it needs, so the
+/// re-encoding may instead be the input with its meta spelt shorter (its
+/// length field and the checksum following suit); either way it decodes to
+/// the same checkpoint. A decoded checkpoint restores, to a state whose
+/// snapshot is exactly the one it holds, or is refused with `Corrupted` (a
+/// group snapshot that does not decode or holds another group, a membership
+/// openraft does not accept). A checkpoint built from the input (a group
+/// state, log ids and a membership it chooses, sometimes naming another
+/// group than its state's) round-trips and restores to that state unless
+/// its membership or its group is wrong, and every cut of it and any changed
+/// byte is `Corrupted`.
+pub fn raft_checkpoint(data: &[u8]) {
+    check_raft_checkpoint(data);
+    let mut c = Cursor::new(data);
+    let group = c.u32();
+    check_raft_checkpoint(&wrap_raft_checkpoint(group, c.rest()));
+
+    let mut c = Cursor::new(data);
+    let group_count = 1 + c.below(8) as u32;
+    let group = c.below(group_count as usize) as u32;
+    let named = match c.below(8) {
+        0 => c.u32(),
+        _ => group,
+    };
+    let applied = c.bool().then(|| built_log_id(&mut c));
+    let membership_at = c.bool().then(|| built_log_id(&mut c));
+    let meta = CheckpointMeta { applied, membership_at, membership: built_membership(&mut c) };
+    let state = built_state(&mut c, group, group_count);
+    let checkpoint = RaftCheckpoint { group: named, meta, state: state.encode_snapshot() };
+    let mut bytes = checkpoint.encode();
+    let decoded = RaftCheckpoint::decode(&bytes).expect("a fresh raft checkpoint decodes");
+    assert_eq!(decoded, checkpoint, "raft checkpoint does not round-trip");
+    check_raft_checkpoint(&bytes);
+    let expected = checkpoint.meta.membership.to_membership().ok();
+    let valid = expected.is_some();
+    match restore(&checkpoint, &unbounded_limits()) {
+        Ok((restored, applied, membership, _)) => {
+            assert!(valid && named == group, "restored group {group} named {named}: {:?}", checkpoint.meta);
+            assert_eq!(restored, state, "the restored state is not the one checkpointed");
+            assert_eq!(applied, checkpoint.meta.applied.map(WireLogId::to_log_id));
+            assert_eq!(Some(membership.membership()), expected.as_ref());
+        }
+        Err(e) => {
+            assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}");
+            assert!(!valid || named != group, "a valid checkpoint of group {group} refused: {e:?}");
+        }
+    }
+    let cut = c.below(bytes.len());
+    expect_corrupted(RaftCheckpoint::decode(&bytes[..cut]), || format!("raft checkpoint cut to {cut} bytes"));
+    let at = c.below(bytes.len());
+    bytes[at] ^= c.u8() | 1;
+    expect_corrupted(RaftCheckpoint::decode(&bytes), || format!("changed byte {at} of a raft checkpoint"));
+}
+
+/// A raft checkpoint of `group` whose meta and state are `framed`
+/// (`[u32 meta length][meta][u64 state length][state]`, if the input is well
+/// formed), with a valid header and checksum.
+pub fn wrap_raft_checkpoint(group: u32, framed: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + framed.len() + 32);
+    // Magic and version as the encoder writes them today.
+    let empty = WireMembership { configs: Vec::new(), nodes: Vec::new() };
+    let meta = CheckpointMeta { applied: None, membership_at: None, membership: empty };
+    out.extend_from_slice(&RaftCheckpoint { group, meta, state: Vec::new() }.encode()[..10]);
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&group.to_le_bytes());
+    out.extend_from_slice(framed);
+    let checksum = blake3::hash(&out);
+    out.extend_from_slice(checksum.as_bytes());
+    out
+}
+
+fn check_raft_checkpoint(bytes: &[u8]) {
+    let checkpoint = match RaftCheckpoint::decode(bytes) {
+        Ok(checkpoint) => checkpoint,
+        Err(e) => {
+            assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}");
+            return;
+        }
+    };
+    let again = checkpoint.encode();
+    if again != bytes {
+        // Only the meta may be spelt otherwise, and only longer than its
+        // encoding: the rest of the file is copied as it is.
+        let meta_len = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")) as usize;
+        let meta = postcard::to_stdvec(&checkpoint.meta).expect("a checkpoint meta encodes");
+        assert!(meta.len() < meta_len, "raft checkpoint re-encodes to other bytes: {again:02x?}");
+        let mut framed = (meta.len() as u32).to_le_bytes().to_vec();
+        framed.extend_from_slice(&meta);
+        framed.extend_from_slice(&bytes[20 + meta_len..bytes.len() - 32]);
+        assert_eq!(
+            again,
+            wrap_raft_checkpoint(checkpoint.group, &framed),
+            "raft checkpoint re-encodes to more than its meta spelt shorter"
+        );
+    }
+    let decoded = RaftCheckpoint::decode(&again).expect("an encoded raft checkpoint decodes");
+    assert_eq!(decoded, checkpoint, "raft checkpoint does not round-trip");
+    match restore(&checkpoint, &unbounded_limits()) {
+        Ok((state, applied, membership, snapshot)) => {
+            state.check_invariants();
+            assert_eq!(state.group(), checkpoint.group, "restored another group");
+            assert_eq!(state.encode_snapshot(), checkpoint.state, "the restored state does not round-trip");
+            assert_eq!(applied, checkpoint.meta.applied.map(WireLogId::to_log_id));
+            assert_eq!(*membership.log_id(), checkpoint.meta.membership_at.map(WireLogId::to_log_id));
+            assert_eq!(snapshot.meta.last_log_id, applied);
+            assert_eq!(snapshot.meta.last_membership, membership);
+            assert_eq!(snapshot.snapshot, checkpoint.state);
         }
         Err(e) => assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}"),
     }

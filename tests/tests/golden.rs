@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rill::{Append, AppendBatch, Close, Create, ErrorCode};
+use rill_shard::raft::checkpoint::{self, CheckpointMeta, RaftCheckpoint};
 use rill_shard::raft::log_image::LogImage;
+use rill_shard::raft::replica::restore;
 use rill_shard::raft::types::{Member, Proposal, ProposalId};
 use rill_shard::raft::wire::{RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
 use rill_shard::state::api::{ForkOwed, ForkPoint, Receive, RetentionPolicy};
@@ -324,7 +326,12 @@ fn commands_of(version: u16) -> Vec<Command> {
 
 /// The group `commands` build (group 3 of 8).
 fn state_of(commands: Vec<Command>) -> GroupState {
-    let mut state = GroupState::new(3, 8, GroupLimits::default());
+    state_in(3, commands)
+}
+
+/// Group `group` of 8 after `commands`.
+fn state_in(group: u32, commands: Vec<Command>) -> GroupState {
+    let mut state = GroupState::new(group, 8, GroupLimits::default());
     for cmd in commands {
         assert!(state.apply(&cmd, &mut Vec::new()).mutated, "{cmd:?}");
     }
@@ -524,6 +531,76 @@ fn raft_log_file_decodes() {
     }
     for len in [0, 20, committed.len() - 33, committed.len() - 1] {
         let err = raft_file::decode(&committed[..len]).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "cut to {len}: {err}");
+    }
+}
+
+/// The raft checkpoint fixture, group 4's ([`RAFT_GROUP`]) at entry 40 of
+/// term 3 (leader node 2): the group state after the version 3 commands
+/// (streams, a producer, records, a consumer group's lease, offset and
+/// members) as a group snapshot of the current version, and the membership
+/// of voters 1, 2 and 3 set by the entry at index 0.
+fn raft_checkpoint() -> RaftCheckpoint {
+    let member =
+        |n: u64| Member { raft_addr: format!("10.0.0.{n}:7000"), http_addr: format!("10.0.0.{n}:8080") };
+    let membership =
+        WireMembership { configs: vec![vec![1, 2, 3]], nodes: (1..=3).map(|n| (n, member(n))).collect() };
+    RaftCheckpoint {
+        group: RAFT_GROUP,
+        meta: CheckpointMeta {
+            applied: Some(raft_id(3, 2, 40)),
+            membership_at: Some(raft_id(1, 1, 0)),
+            membership,
+        },
+        state: state_in(RAFT_GROUP, commands_v3()).encode_snapshot(),
+    }
+}
+
+// FORMAT.md "Raft checkpoint": the checkpoint of group 4 decodes to its
+// meta and group snapshot; restoring it gives back the group state (the
+// same snapshot bytes), its applied log id and its membership, or refuses a
+// checkpoint whose snapshot holds another group; a flipped byte anywhere,
+// or a cut file, is `Corrupted`. The state inside is a group snapshot of
+// the current version, so blessing a new group snapshot version rewrites
+// this file too.
+#[test]
+fn raft_checkpoint_decodes() {
+    assert_eq!(checkpoint::VERSION, 1);
+    let built = raft_checkpoint();
+    let committed = golden("raft-checkpoint-v1.snap", &built.encode());
+    assert_eq!((&committed[..8], &committed[8..10]), (&b"RILLRSNP"[..], &[1, 0][..]));
+    assert_eq!((&committed[10..12], &committed[12..16]), (&[0, 0][..], &RAFT_GROUP.to_le_bytes()[..]));
+    let decoded = RaftCheckpoint::decode(&committed).unwrap();
+    assert_eq!(decoded, built);
+
+    let (state, applied, membership, snapshot) = restore(&decoded, &GroupLimits::default()).unwrap();
+    assert_eq!(state, state_in(RAFT_GROUP, commands_v3()));
+    assert_eq!((state.group(), state.group_count(), state.commit_index()), (RAFT_GROUP, 8, 15));
+    assert_eq!(state.encode_snapshot(), decoded.state);
+    assert_eq!(state.committed_offset(&sid("golden", "a"), "readers", 0).unwrap(), Some(11));
+    assert_eq!(applied.map(|id| id.index), Some(40));
+    assert_eq!(applied, Some(raft_id(3, 2, 40).to_log_id()));
+    assert_eq!(*membership.log_id(), Some(raft_id(1, 1, 0).to_log_id()));
+    assert_eq!(membership.voter_ids().collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(WireMembership::of(membership.membership()), built.meta.membership);
+    assert_eq!((snapshot.meta.last_log_id, &snapshot.meta.last_membership), (applied, &membership));
+    assert_eq!(snapshot.snapshot, decoded.state);
+
+    // A checkpoint that names another group than its snapshot holds decodes
+    // (the file is well formed) but does not restore.
+    let other = RaftCheckpoint { group: RAFT_GROUP + 1, ..built.clone() };
+    let err =
+        restore(&RaftCheckpoint::decode(&other.encode()).unwrap(), &GroupLimits::default()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Corrupted, "{err}");
+
+    for at in 0..committed.len() {
+        let err = RaftCheckpoint::decode(&flipped(&committed, at)).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
+    }
+    let meta_end = 20 + u32::from_le_bytes(committed[16..20].try_into().unwrap()) as usize;
+    let end = committed.len();
+    for len in [0, 16, 20, meta_end, meta_end + 8, end / 2, end - 33, end - 32, end - 1] {
+        let err = RaftCheckpoint::decode(&committed[..len]).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Corrupted, "cut to {len}: {err}");
     }
 }

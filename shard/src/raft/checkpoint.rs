@@ -74,7 +74,8 @@ impl RaftCheckpoint {
 
     /// Parses a checkpoint; anything else is `Corrupted`.
     pub fn decode(bytes: &[u8]) -> Result<RaftCheckpoint> {
-        if bytes.len() < HEADER_LEN + 8 + CHECKSUM_LEN {
+        // The header, the meta length, the state length and the checksum.
+        if bytes.len() < HEADER_LEN + 4 + 8 + CHECKSUM_LEN {
             return Err(corrupt("shorter than its header"));
         }
         if bytes[..8] != MAGIC {
