@@ -21,6 +21,7 @@ pub mod log_image;
 pub mod log_store;
 pub mod mem_net;
 pub mod net;
+pub mod pacer;
 pub mod replica;
 pub mod sim;
 pub mod state_machine;
@@ -35,3 +36,5 @@ mod durable_tests;
 mod replica_tests;
 #[cfg(test)]
 mod sim_tests;
+#[cfg(test)]
+mod pacer_tests;
