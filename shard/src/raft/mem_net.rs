@@ -23,13 +23,11 @@ use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::{Raft, RaftNetworkV2};
+use openraft::RaftNetworkV2;
 
-use super::state_machine::{GroupMachine, GroupSnapshot, SnapshotBytes};
+pub use super::state_machine::GroupRaft;
+use super::state_machine::{GroupSnapshot, SnapshotBytes};
 use super::types::{Member, NodeId, RillRaft, Vote};
-
-/// A replica's consensus handle.
-pub type GroupRaft = Raft<RillRaft, GroupMachine>;
 
 #[derive(Debug, Default)]
 struct Links {

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::mem_net::GroupRaft;
+use super::state_machine::GroupRaft;
 use super::rt::sleep;
 
 /// The heartbeat timer of one core.

@@ -33,7 +33,7 @@ use openraft::{AsyncRuntime, ReadPolicy};
 use super::journal::RaftJournal;
 use super::log_image::LogImage;
 use super::log_store::GroupLog;
-use super::mem_net::GroupRaft;
+use super::state_machine::GroupRaft;
 use super::rt::{GlommioRt, RtInstant};
 use super::checkpoint::{CheckpointStore, RaftCheckpoint};
 use super::state_machine::{ApplySink, GroupMachine, GroupSnapshot, SnapshotBytes};

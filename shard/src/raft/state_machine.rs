@@ -39,6 +39,9 @@ use crate::state::group::{GroupLimits, GroupState};
 /// A group snapshot as openraft moves it: the encoded group state.
 pub type SnapshotBytes = Bytes;
 
+/// A replica's consensus handle: openraft's `Raft` over this machine.
+pub type GroupRaft = openraft::Raft<RillRaft, GroupMachine>;
+
 /// The snapshot type openraft sees for a group.
 pub type GroupSnapshot = Snapshot<
     openraft::impls::leader_id_adv::LeaderId<u64, u64>,

@@ -21,7 +21,7 @@ use crate::raft::cluster_tests::{append, config, create, Client, Count};
 use crate::raft::journal::MemJournal;
 use crate::raft::log_image::LogImage;
 use crate::raft::log_store::GroupLog;
-use crate::raft::mem_net::GroupRaft;
+use crate::raft::state_machine::GroupRaft;
 use crate::raft::rt::GlommioRt;
 use crate::raft::state_machine::GroupMachine;
 use crate::raft::types::{Member, NodeId, StoredMembership};
@@ -85,6 +85,9 @@ fn node(
             }
             GlommioRt::sleep(Duration::from_millis(20)).await;
         }
+        let sent = net.stats();
+        assert!(sent.frames > 0 && sent.messages >= sent.frames, "node {id} sent {sent:?}");
+        eprintln!("node {id}: {} frames carried {} messages", sent.frames, sent.messages);
         done.send((id, machine.with_state(|s| s.encode_snapshot()))).unwrap();
         // Keep serving the others until every node has converged.
         while stop.try_recv().is_err() {

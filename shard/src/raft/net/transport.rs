@@ -29,7 +29,7 @@ use openraft::AsyncRuntime;
 use super::frame::{self, Kind, Message, FRAME_HEADER_LEN};
 use super::handshake::{Hello, HELLO_LEN};
 use super::messages::{peer_error, to_append, to_snapshot, NetReply, NetRequest};
-use super::super::mem_net::GroupRaft;
+use super::super::state_machine::GroupRaft;
 use super::super::rt::GlommioRt;
 use super::super::types::NodeId;
 use crate::error::{Error, Result};
@@ -45,8 +45,18 @@ struct Conn {
     pending: Pending,
 }
 
+/// What a node's connections have sent.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NetStats {
+    /// Frames written, on every connection.
+    pub frames: u64,
+    /// Messages those frames carried (requests and replies).
+    pub messages: u64,
+}
+
 #[derive(Debug)]
 struct Inner {
+    stats: Rc<Cell<NetStats>>,
     hello: Hello,
     peers: RefCell<BTreeMap<NodeId, SocketAddr>>,
     groups: RefCell<BTreeMap<u32, GroupRaft>>,
@@ -78,6 +88,7 @@ async fn read_frame(reader: &mut ReadHalf<TcpStream>) -> Result<Vec<Message>> {
 async fn write_loop(
     mut writer: futures::io::WriteHalf<TcpStream>,
     mut outbox: mpsc::UnboundedReceiver<Message>,
+    stats: Rc<Cell<NetStats>>,
 ) -> Result<()> {
     let mut buf = Vec::new();
     while let Some(first) = outbox.next().await {
@@ -91,6 +102,8 @@ async fn write_loop(
         buf.clear();
         frame::encode(&batch, &mut buf)?;
         writer.write_all(&buf).await.map_err(|e| io("write replication frame", e))?;
+        let sent = stats.get();
+        stats.set(NetStats { frames: sent.frames + 1, messages: sent.messages + batch.len() as u64 });
     }
     Ok(())
 }
@@ -112,6 +125,7 @@ impl TcpNet {
     /// addresses.
     pub fn new(hello: Hello, peers: BTreeMap<NodeId, SocketAddr>) -> Self {
         let inner = Inner {
+            stats: Rc::new(Cell::new(NetStats::default())),
             hello,
             peers: RefCell::new(peers),
             groups: RefCell::new(BTreeMap::new()),
@@ -119,6 +133,11 @@ impl TcpNet {
             next_id: Cell::new(1),
         };
         Self { inner: Rc::new(inner) }
+    }
+
+    /// What this node's connections have sent so far.
+    pub fn stats(&self) -> NetStats {
+        self.inner.stats.get()
     }
 
     /// Serves `group`'s incoming requests with `raft`.
@@ -164,7 +183,7 @@ impl TcpNet {
         writer.write_all(&self.inner.hello.encode()).await.map_err(|e| io("write replication handshake", e))?;
         self.inner.hello.accept(&peer, None)?;
         let (replies, outbox) = mpsc::unbounded();
-        let writing = GlommioRt::spawn(write_loop(writer, outbox));
+        let writing = GlommioRt::spawn(write_loop(writer, outbox, self.inner.stats.clone()));
         let result = loop {
             let messages = match read_frame(&mut reader).await {
                 Ok(messages) => messages,
@@ -250,7 +269,7 @@ impl TcpNet {
         let (outbox, queued) = mpsc::unbounded();
         let conn = Rc::new(Conn { outbox, pending: RefCell::new(HashMap::new()) });
         self.inner.conns.borrow_mut().insert(target, conn.clone());
-        drop(GlommioRt::spawn(write_loop(writer, queued)));
+        drop(GlommioRt::spawn(write_loop(writer, queued, self.inner.stats.clone())));
         let (net, reading) = (self.clone(), conn.clone());
         drop(GlommioRt::spawn(async move {
             let err = loop {
