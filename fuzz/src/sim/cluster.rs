@@ -27,8 +27,9 @@
 //! replicas catch up by snapshot.
 //!
 //! The network drops up to 5% of requests and replies (a rate drawn per
-//! run) and delays each message by up to 30 ms (a bound drawn per run), so
-//! concurrent messages reorder; isolations cut whole links.
+//! run), delays each message by up to 30 ms (a bound drawn per run), so
+//! concurrent messages reorder, and delivers up to 5% of appends and votes
+//! a second time, later; isolations cut whole links.
 //!
 //! The journal models a device that takes a sync period drawn per run
 //! (2 to 20 ms of virtual time, or 50 to 150 ms one run in four) to sync: a record is durable once a sync
@@ -547,6 +548,13 @@ impl Run {
         }
         self.net.heal();
         for _ in 0..6000 {
+            // A device an aimed crash doomed during the last steps may die
+            // only now: bring its replica back too.
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].journal.dead.get() {
+                    self.restart(i).await?;
+                }
+            }
             self.check_step(step)?;
             let statuses: Vec<_> =
                 self.nodes.iter().filter_map(|n| n.replica.as_ref()).map(|r| r.status()).collect();
@@ -558,7 +566,13 @@ impl Run {
             }
             sleep(Duration::from_millis(10)).await;
         }
-        Err(Self::fail(step, "no-convergence", "the healed cluster did not converge within 60 s".into()))
+        let statuses: Vec<_> =
+            self.nodes.iter().filter_map(|n| n.replica.as_ref()).map(|r| r.status()).collect();
+        Err(Self::fail(
+            step,
+            "no-convergence",
+            format!("the healed cluster did not converge within 60 s: {statuses:?}"),
+        ))
     }
 
     fn final_checks(&mut self, step: usize) -> Result<(), ClusterFailure> {
@@ -640,6 +654,8 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
             let net = MemNet::new();
             // Per run: up to 5% of messages lost, each delayed up to 0-30 ms.
             net.set_faults(rng.next_u64(), rng.below(51), rng.below(31));
+            // Up to 5% of appends and votes delivered twice.
+            net.set_duplicates(rng.below(51));
             let mut run = Run {
                 rng,
                 net,

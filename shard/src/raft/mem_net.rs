@@ -9,7 +9,9 @@
 //! answers `Unreachable`, as a refused TCP connection would. With
 //! [`MemNet::set_faults`], each request and each reply may also be dropped
 //! or delayed (so concurrent messages reorder), drawn from the network's
-//! own seeded generator, so a simulation stays a function of its seed.
+//! own seeded generator, so a simulation stays a function of its seed;
+//! with [`MemNet::set_duplicates`] an append or a vote request may also
+//! arrive a second time, later.
 //! Pre-votes are forwarded, never granted here (openraft's default grants
 //! them).
 
@@ -42,6 +44,9 @@ struct Links {
 struct Faults {
     drop_per_mille: u64,
     max_delay_ms: u64,
+    /// Chance in thousandths that an append or a vote request arrives a
+    /// second time, later (its second reply is lost).
+    dup_per_mille: u64,
     state: u64,
 }
 
@@ -100,7 +105,24 @@ impl MemNet {
     /// `drop_per_mille`/1000 and delays the rest by up to `max_delay_ms`,
     /// drawn from a generator seeded with `seed`.
     pub fn set_faults(&self, seed: u64, drop_per_mille: u64, max_delay_ms: u64) {
-        self.links.borrow_mut().faults = Faults { drop_per_mille, max_delay_ms, state: seed };
+        self.links.borrow_mut().faults = Faults { drop_per_mille, max_delay_ms, dup_per_mille: 0, state: seed };
+    }
+
+    /// Also delivers each append or vote request a second time, up to
+    /// twice the delay bound later, with a chance of `per_mille`/1000.
+    pub fn set_duplicates(&self, per_mille: u64) {
+        self.links.borrow_mut().faults.dup_per_mille = per_mille;
+    }
+
+    /// Whether to duplicate the next request, and the duplicate's delay.
+    fn duplicate(&self) -> Option<std::time::Duration> {
+        let mut links = self.links.borrow_mut();
+        let faults = &mut links.faults;
+        if faults.dup_per_mille == 0 || faults.next(1000) >= faults.dup_per_mille {
+            return None;
+        }
+        let bound = 2 * faults.max_delay_ms + 1;
+        Some(std::time::Duration::from_millis(faults.next(bound)))
     }
 
     /// One message's fate under the faults: dropped, or delivered after a
@@ -184,6 +206,14 @@ impl RaftNetworkV2<RillRaft> for MemLink {
     ) -> Result<AppendEntriesResponse<RillRaft>, RPCError<RillRaft>> {
         self.net.transit(self.from, self.to).await?;
         let raft = self.net.route(self.from, self.to)?;
+        if let Some(delay) = self.net.duplicate() {
+            let (again, late) = (raft.clone(), rpc.clone());
+            glommio::spawn_local(async move {
+                super::rt::sleep(delay).await;
+                let _ = again.append_entries(late).await;
+            })
+            .detach();
+        }
         let reply = raft.append_entries(rpc).await.map_err(unreachable)?;
         self.net.transit(self.to, self.from).await?;
         self.net.back(self.from, self.to)?;
@@ -197,6 +227,14 @@ impl RaftNetworkV2<RillRaft> for MemLink {
     ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
         self.net.transit(self.from, self.to).await?;
         let raft = self.net.route(self.from, self.to)?;
+        if let Some(delay) = self.net.duplicate() {
+            let (again, late) = (raft.clone(), rpc.clone());
+            glommio::spawn_local(async move {
+                super::rt::sleep(delay).await;
+                let _ = again.vote(late).await;
+            })
+            .detach();
+        }
         let reply = raft.vote(rpc).await.map_err(unreachable)?;
         self.net.transit(self.to, self.from).await?;
         self.net.back(self.from, self.to)?;
