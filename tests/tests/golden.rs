@@ -855,6 +855,27 @@ fn a_version_5_data_directory_recovers() {
     }
 }
 
+// FORMAT.md "Write-ahead log segment", version 7, and SPEC §1: a
+// replicated group's raft records outlive a consolidation in its raft log
+// file, and a single-node engine refuses the directory instead of ignoring
+// them.
+#[test]
+fn a_replicated_data_directory_keeps_its_raft_log_and_is_refused_single_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = recovery::wal_dir(dir.path(), 1);
+    std::fs::create_dir_all(&wal).unwrap();
+    std::fs::copy(fixture("wal-v7.wal"), wal.join("0000000000000007.wal")).unwrap();
+    let recovered = recovery::recover(dir.path(), 8, &GroupLimits::default()).unwrap();
+    assert_eq!(recovered.raft[RAFT_GROUP as usize].len(), raft_records().len());
+    assert!(recovered.has_raft_records());
+    recovery::consolidate(dir.path(), &recovered, 2).unwrap();
+    let again = recovery::recover(dir.path(), 8, &GroupLimits::default()).unwrap();
+    assert_eq!(again.raft, recovered.raft, "the raft log file carries the records over");
+    let err = rill::Engine::open(rill::Config::new(dir.path()).cores(2).groups(8)).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ShapeMismatch, "{err}");
+    assert!(err.to_string().contains("replicated groups"), "{err}");
+}
+
 /// The two slices of the pack fixtures, with their record indexes: stream
 /// `a` holds "hello" and " world" (one time), stream `b` "first", "x" and
 /// "yz" (two times).
