@@ -24,12 +24,11 @@ use serde::{Deserialize, Serialize};
 use super::wire::{WireLogId, WireMembership};
 use crate::error::{Error, Result};
 use crate::wal::log::LocalFuture;
+use crate::wal::sealed;
 
 const MAGIC: [u8; 8] = *b"RILLRSNP";
 /// The version written by this code.
 pub const VERSION: u16 = 1;
-const HEADER_LEN: usize = 16;
-const CHECKSUM_LEN: usize = 32;
 
 /// The raft meta of a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,43 +57,20 @@ impl RaftCheckpoint {
     /// The file's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let meta = postcard::to_stdvec(&self.meta).expect("checkpoint meta always encodes");
-        let mut out = Vec::with_capacity(HEADER_LEN + meta.len() + 8 + self.state.len() + CHECKSUM_LEN);
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(&self.group.to_le_bytes());
+        let mut out = sealed::begin(&MAGIC, VERSION, self.group, 4 + meta.len() + 8 + self.state.len());
         out.extend_from_slice(&(meta.len() as u32).to_le_bytes());
         out.extend_from_slice(&meta);
         out.extend_from_slice(&(self.state.len() as u64).to_le_bytes());
         out.extend_from_slice(&self.state);
-        let checksum = blake3::hash(&out);
-        out.extend_from_slice(checksum.as_bytes());
-        out
+        sealed::seal(out)
     }
 
     /// Parses a checkpoint; anything else is `Corrupted`.
     pub fn decode(bytes: &[u8]) -> Result<RaftCheckpoint> {
-        // The header, the meta length, the state length and the checksum.
-        if bytes.len() < HEADER_LEN + 4 + 8 + CHECKSUM_LEN {
-            return Err(corrupt("shorter than its header"));
-        }
-        if bytes[..8] != MAGIC {
-            return Err(corrupt("bad magic"));
-        }
-        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-        if version != VERSION {
-            return Err(corrupt(format!("format version {version}; this build reads version {VERSION}")));
-        }
-        let (content, checksum) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
-        if blake3::hash(content).as_bytes() != checksum {
-            return Err(corrupt("checksum mismatch"));
-        }
-        if bytes[10..12] != [0, 0] {
-            return Err(corrupt("nonzero reserved field"));
-        }
-        let group = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
-        let meta_len = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")) as usize;
-        let rest = &content[20..];
+        // After the frame's header: the meta length and the state length.
+        let (group, body) = sealed::open(bytes, &MAGIC, VERSION, 4 + 8, corrupt)?;
+        let meta_len = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
+        let rest = &body[4..];
         if meta_len > rest.len().saturating_sub(8) {
             return Err(corrupt(format!("meta of {meta_len} bytes overruns the file")));
         }
@@ -159,13 +135,8 @@ impl CheckpointStore for DirCheckpoints {
     fn save(&self, group: u32, bytes: Vec<u8>) -> LocalFuture<'_, Result<()>> {
         let (dir, path) = (self.dir.clone(), self.path(group));
         Box::pin(crate::local::blocking::run(move || -> Result<()> {
-            use std::io::Write;
             std::fs::create_dir_all(&dir).map_err(|e| Error::io_at("create checkpoint directory", &dir, e))?;
-            let tmp = path.with_extension("snap.tmp");
-            let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io_at("create raft checkpoint", &tmp, e))?;
-            file.write_all(&bytes).map_err(|e| Error::io_at("write raft checkpoint", &tmp, e))?;
-            file.sync_all().map_err(|e| Error::io_at("sync raft checkpoint", &tmp, e))?;
-            std::fs::rename(&tmp, &path).map_err(|e| Error::io_at("rename raft checkpoint", &path, e))?;
+            crate::wal::recovery::write_atomically(&path, &bytes)?;
             crate::wal::device::sync_dir(&dir)
         }))
     }

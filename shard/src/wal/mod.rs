@@ -11,12 +11,15 @@
 //! * [`recovery`]: checkpoints and replay at open.
 //! * [`raft_file`]: the raft records of replicated groups carried over a
 //!   consolidation.
+//! * [`sealed`]: the magic/version/group/BLAKE3 frame of the small files
+//!   beside the checkpoints.
 
 pub mod config;
 pub mod device;
 pub mod format;
 pub mod log;
 pub mod raft_file;
+pub mod sealed;
 pub mod recovery;
 pub mod scan;
 #[cfg(any(test, feature = "internals"))]

@@ -16,6 +16,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::format::MAX_BODY_LEN;
+use super::sealed;
 use crate::error::{Error, Result};
 
 /// First eight bytes of a raft log file.
@@ -24,7 +25,6 @@ pub const MAGIC: [u8; 8] = *b"RILLRLOG";
 pub const VERSION: u16 = 1;
 /// Bytes before the first record: magic, version, reserved, group, count.
 pub const HEADER_LEN: usize = 20;
-const CHECKSUM_LEN: usize = 32;
 
 /// The file of group `group` under the checkpoint directory.
 pub fn path(checkpoint_dir: &Path, group: u32) -> PathBuf {
@@ -33,20 +33,14 @@ pub fn path(checkpoint_dir: &Path, group: u32) -> PathBuf {
 
 /// The file's bytes for `group`'s records, in order.
 pub fn encode(group: u32, records: &[Vec<u8>]) -> Vec<u8> {
-    let body: usize = records.iter().map(|r| 4 + r.len()).sum();
-    let mut out = Vec::with_capacity(HEADER_LEN + body + CHECKSUM_LEN);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    out.extend_from_slice(&group.to_le_bytes());
+    let body: usize = 4 + records.iter().map(|r| 4 + r.len()).sum::<usize>();
+    let mut out = sealed::begin(&MAGIC, VERSION, group, body);
     out.extend_from_slice(&(records.len() as u32).to_le_bytes());
     for record in records {
         out.extend_from_slice(&(record.len() as u32).to_le_bytes());
         out.extend_from_slice(record);
     }
-    let checksum = blake3::hash(&out);
-    out.extend_from_slice(checksum.as_bytes());
-    out
+    sealed::seal(out)
 }
 
 fn corrupt(why: impl Into<String>) -> Error {
@@ -55,26 +49,9 @@ fn corrupt(why: impl Into<String>) -> Error {
 
 /// The group and the records of a raft log file.
 pub fn decode(bytes: &[u8]) -> Result<(u32, Vec<Vec<u8>>)> {
-    if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
-        return Err(corrupt("shorter than its header"));
-    }
-    if bytes[..8] != MAGIC {
-        return Err(corrupt("bad magic"));
-    }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != VERSION {
-        return Err(corrupt(format!("format version {version}; this build reads version {VERSION}")));
-    }
-    let (content, checksum) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
-    if blake3::hash(content).as_bytes() != checksum {
-        return Err(corrupt("checksum mismatch"));
-    }
-    if bytes[10..12] != [0, 0] {
-        return Err(corrupt("nonzero reserved field"));
-    }
-    let group = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
-    let count = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")) as usize;
-    let mut rest = &content[HEADER_LEN..];
+    let (group, body) = sealed::open(bytes, &MAGIC, VERSION, 4, corrupt)?;
+    let count = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
+    let mut rest = &body[4..];
     // Each record takes at least 5 bytes: never reserve more than that allows.
     let mut records = Vec::with_capacity(count.min(rest.len() / 5));
     for i in 0..count {
@@ -111,13 +88,7 @@ pub fn read(checkpoint_dir: &Path, group: u32) -> Result<Option<Vec<Vec<u8>>>> {
 
 /// Writes group `group`'s file atomically (the caller syncs the directory).
 pub fn write(checkpoint_dir: &Path, group: u32, records: &[Vec<u8>]) -> Result<()> {
-    use std::io::Write;
-    let path = path(checkpoint_dir, group);
-    let tmp = path.with_extension("log.tmp");
-    let mut file = fs::File::create(&tmp).map_err(|e| Error::io_at("create raft log file", &tmp, e))?;
-    file.write_all(&encode(group, records)).map_err(|e| Error::io_at("write raft log file", &tmp, e))?;
-    file.sync_all().map_err(|e| Error::io_at("sync raft log file", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| Error::io_at("rename raft log file", &path, e))
+    super::recovery::write_atomically(&path(checkpoint_dir, group), &encode(group, records))
 }
 
 #[cfg(test)]
