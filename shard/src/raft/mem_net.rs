@@ -196,6 +196,39 @@ fn unreachable<E: std::fmt::Display>(err: E) -> Unreachable<RillRaft> {
     Unreachable::from_string(err.to_string())
 }
 
+impl MemLink {
+    /// One request's round trip under the network's faults: the request's
+    /// transit, its delivery to the target (with `duplicable`, maybe once
+    /// more, later, its reply lost), the reply's transit.
+    async fn exchange<Rq, Rp, E, Fut>(
+        &self,
+        rpc: Rq,
+        duplicable: bool,
+        deliver: impl Fn(GroupRaft, Rq) -> Fut + 'static,
+    ) -> Result<Rp, Unreachable<RillRaft>>
+    where
+        Rq: Clone + 'static,
+        E: std::fmt::Display,
+        Fut: Future<Output = Result<Rp, E>> + 'static,
+    {
+        self.net.transit(self.from, self.to).await?;
+        let raft = self.net.route(self.from, self.to)?;
+        let deliver = Rc::new(deliver);
+        if let Some(delay) = duplicable.then(|| self.net.duplicate()).flatten() {
+            let (again, late, deliver) = (raft.clone(), rpc.clone(), deliver.clone());
+            glommio::spawn_local(async move {
+                super::rt::sleep(delay).await;
+                let _ = deliver(again, late).await;
+            })
+            .detach();
+        }
+        let reply = deliver(raft, rpc).await.map_err(unreachable)?;
+        self.net.transit(self.to, self.from).await?;
+        self.net.back(self.from, self.to)?;
+        Ok(reply)
+    }
+}
+
 impl RaftNetworkV2<RillRaft> for MemLink {
     type SnapshotData = SnapshotBytes;
 
@@ -204,20 +237,7 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         rpc: AppendEntriesRequest<RillRaft>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<RillRaft>, RPCError<RillRaft>> {
-        self.net.transit(self.from, self.to).await?;
-        let raft = self.net.route(self.from, self.to)?;
-        if let Some(delay) = self.net.duplicate() {
-            let (again, late) = (raft.clone(), rpc.clone());
-            glommio::spawn_local(async move {
-                super::rt::sleep(delay).await;
-                let _ = again.append_entries(late).await;
-            })
-            .detach();
-        }
-        let reply = raft.append_entries(rpc).await.map_err(unreachable)?;
-        self.net.transit(self.to, self.from).await?;
-        self.net.back(self.from, self.to)?;
-        Ok(reply)
+        Ok(self.exchange(rpc, true, |raft, rpc| async move { raft.append_entries(rpc).await }).await?)
     }
 
     async fn vote(
@@ -225,20 +245,7 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         rpc: VoteRequest<RillRaft>,
         _option: RPCOption,
     ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
-        self.net.transit(self.from, self.to).await?;
-        let raft = self.net.route(self.from, self.to)?;
-        if let Some(delay) = self.net.duplicate() {
-            let (again, late) = (raft.clone(), rpc.clone());
-            glommio::spawn_local(async move {
-                super::rt::sleep(delay).await;
-                let _ = again.vote(late).await;
-            })
-            .detach();
-        }
-        let reply = raft.vote(rpc).await.map_err(unreachable)?;
-        self.net.transit(self.to, self.from).await?;
-        self.net.back(self.from, self.to)?;
-        Ok(reply)
+        Ok(self.exchange(rpc, true, |raft, rpc| async move { raft.vote(rpc).await }).await?)
     }
 
     async fn pre_vote(
@@ -246,12 +253,7 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         rpc: VoteRequest<RillRaft>,
         _option: RPCOption,
     ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
-        self.net.transit(self.from, self.to).await?;
-        let raft = self.net.route(self.from, self.to)?;
-        let reply = raft.pre_vote(rpc).await.map_err(unreachable)?;
-        self.net.transit(self.to, self.from).await?;
-        self.net.back(self.from, self.to)?;
-        Ok(reply)
+        Ok(self.exchange(rpc, false, |raft, rpc| async move { raft.pre_vote(rpc).await }).await?)
     }
 
     async fn full_snapshot(
@@ -261,11 +263,9 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         _cancel: impl Future<Output = ReplicationClosed> + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<RillRaft>, StreamingError<RillRaft>> {
-        self.net.transit(self.from, self.to).await?;
-        let raft = self.net.route(self.from, self.to)?;
-        let reply = raft.install_full_snapshot(vote, snapshot).await.map_err(unreachable)?;
-        self.net.transit(self.to, self.from).await?;
-        self.net.back(self.from, self.to)?;
-        Ok(reply)
+        let deliver = |raft: GroupRaft, (vote, snapshot): (Vote, GroupSnapshot)| async move {
+            raft.install_full_snapshot(vote, snapshot).await
+        };
+        Ok(self.exchange((vote, snapshot), false, deliver).await?)
     }
 }
