@@ -6,16 +6,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::cluster_tests::{config, members};
-use super::journal::MemJournal;
-use super::log_image::LogImage;
 use super::mem_net::MemNet;
 use super::pacer::{paced, Pacer};
 use super::replica::{GroupReplica, ReplicaStart};
 use super::rt::{sleep, GlommioRt};
 use openraft::AsyncRuntime;
 use super::sim::run_seed;
-use super::types::StoredMembership;
-use crate::state::group::{GroupLimits, GroupState};
 
 const GROUPS: u32 = 8;
 
@@ -28,20 +24,7 @@ async fn scenario(pacing: bool) -> (Vec<u64>, Vec<u64>, u64) {
         let net = MemNet::new();
         let mut replicas = Vec::new();
         for node in 1..=3u64 {
-            let start = ReplicaStart {
-                group,
-                node,
-                boot: node,
-                state: GroupState::new(group, GROUPS, GroupLimits::default()),
-                applied: None,
-                membership: StoredMembership::default(),
-                image: LogImage::default(),
-                journal: Rc::new(MemJournal::new()),
-                config: paced(&config()),
-                timeout: Duration::from_secs(1),
-                checkpoints: None,
-                snapshot: None,
-            };
+            let start = ReplicaStart::in_memory(group, GROUPS, node, paced(&config()), Duration::from_secs(1));
             let replica = GroupReplica::start(start, net.factory(node)).await.unwrap();
             net.attach(node, replica.raft().clone());
             pacers[node as usize - 1].add(replica.raft().clone());

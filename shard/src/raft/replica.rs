@@ -114,6 +114,34 @@ pub struct ReplicaStart {
     pub snapshot: Option<GroupSnapshot>,
 }
 
+impl ReplicaStart {
+    /// A fresh replica of `group` (of `group_count`) on `node` whose log
+    /// lives in memory only (tests and simulations): empty state, empty
+    /// log, no checkpoints; the boot number is the node id.
+    pub fn in_memory(
+        group: u32,
+        group_count: u32,
+        node: NodeId,
+        config: std::sync::Arc<openraft::Config>,
+        timeout: Duration,
+    ) -> ReplicaStart {
+        ReplicaStart {
+            group,
+            node,
+            boot: node,
+            state: GroupState::new(group, group_count, crate::state::group::GroupLimits::default()),
+            applied: None,
+            membership: StoredMembership::default(),
+            image: LogImage::default(),
+            journal: Rc::new(super::journal::MemJournal::new()),
+            config,
+            timeout,
+            checkpoints: None,
+            snapshot: None,
+        }
+    }
+}
+
 /// The group state, applied log id, membership and snapshot a replica
 /// starts from after a restart with `checkpoint`.
 pub fn restore(

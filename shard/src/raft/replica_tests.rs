@@ -3,38 +3,22 @@
 //! neither acknowledges a write nor serves a read; after healing, a
 //! linearizable read on the new leader sees every acknowledged write.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use super::cluster_tests::{append, config, create, members};
-use super::journal::MemJournal;
-use super::log_image::LogImage;
 use super::mem_net::MemNet;
 use super::replica::{GroupReplica, ReplicaStart};
-use super::types::{NodeId, StoredMembership};
+use super::types::NodeId;
 use crate::error::ErrorCode;
 use crate::state::command::{Command, Op, Response};
-use crate::state::group::{GroupLimits, GroupState};
+use crate::state::group::GroupState;
 use crate::state::name::StreamId;
 use openraft::AsyncRuntime;
 
 use super::rt::GlommioRt;
 
 async fn start(net: &MemNet, node: NodeId) -> GroupReplica {
-    let start = ReplicaStart {
-        group: 0,
-        node,
-        boot: 77,
-        state: GroupState::new(0, 1, GroupLimits::default()),
-        applied: None,
-        membership: StoredMembership::default(),
-        image: LogImage::default(),
-        journal: Rc::new(MemJournal::new()),
-        config: config(),
-        timeout: Duration::from_millis(1500),
-        checkpoints: None,
-        snapshot: None,
-    };
+    let start = ReplicaStart::in_memory(0, 1, node, config(), Duration::from_millis(1500));
     let replica = GroupReplica::start(start, net.factory(node)).await.expect("starts");
     net.attach(node, replica.raft().clone());
     replica

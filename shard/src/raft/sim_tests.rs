@@ -1,38 +1,21 @@
 //! Raft replicas in virtual time: a scenario's whole course (elections,
 //! terms, timings, the final state) is a function of its seed.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::AsyncRuntime;
 
 use super::cluster_tests::{append, config, create, members};
-use super::journal::MemJournal;
-use super::log_image::LogImage;
 use super::mem_net::MemNet;
 use super::replica::{GroupReplica, ReplicaStart};
 use super::rt::{GlommioRt, RtInstant};
 use super::sim::run_virtual;
-use super::types::{NodeId, StoredMembership};
+use super::types::NodeId;
 use crate::state::command::{Command, Op};
-use crate::state::group::{GroupLimits, GroupState};
 
 async fn start(net: &MemNet, node: NodeId) -> GroupReplica {
-    let start = ReplicaStart {
-        group: 0,
-        node,
-        boot: node,
-        state: GroupState::new(0, 1, GroupLimits::default()),
-        applied: None,
-        membership: StoredMembership::default(),
-        image: LogImage::default(),
-        journal: Rc::new(MemJournal::new()),
-        config: config(),
-        timeout: Duration::from_secs(2),
-        checkpoints: None,
-        snapshot: None,
-    };
+    let start = ReplicaStart::in_memory(0, 1, node, config(), Duration::from_secs(2));
     let replica = GroupReplica::start(start, net.factory(node)).await.expect("starts");
     net.attach(node, replica.raft().clone());
     replica
