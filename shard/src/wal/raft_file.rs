@@ -33,7 +33,7 @@ pub fn path(checkpoint_dir: &Path, group: u32) -> PathBuf {
 
 /// The file's bytes for `group`'s records, in order.
 pub fn encode(group: u32, records: &[Vec<u8>]) -> Vec<u8> {
-    let body: usize = 4 + records.iter().map(|r| 4 + r.len()).sum::<usize>();
+    let body: usize = HEADER_LEN - sealed::HEADER_LEN + records.iter().map(|r| 4 + r.len()).sum::<usize>();
     let mut out = sealed::begin(&MAGIC, VERSION, group, body);
     out.extend_from_slice(&(records.len() as u32).to_le_bytes());
     for record in records {
@@ -49,7 +49,7 @@ fn corrupt(why: impl Into<String>) -> Error {
 
 /// The group and the records of a raft log file.
 pub fn decode(bytes: &[u8]) -> Result<(u32, Vec<Vec<u8>>)> {
-    let (group, body) = sealed::open(bytes, &MAGIC, VERSION, 4, corrupt)?;
+    let (group, body) = sealed::open(bytes, &MAGIC, VERSION, HEADER_LEN - sealed::HEADER_LEN, corrupt)?;
     let count = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
     let mut rest = &body[4..];
     // Each record takes at least 5 bytes: never reserve more than that allows.
