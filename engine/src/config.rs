@@ -39,6 +39,7 @@ pub struct Config {
     pub(crate) log_factory: Option<LogFactory>,
     pub(crate) clock: Option<Clock>,
     pub(crate) reply_spin: Duration,
+    pub(crate) cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl std::fmt::Debug for Config {
@@ -75,6 +76,7 @@ impl Config {
             log_factory: None,
             clock: None,
             reply_spin: Duration::ZERO,
+            cluster: None,
         }
     }
 
@@ -89,8 +91,36 @@ impl Config {
         }
         self.limits.check()?;
         self.wal.check()?;
+        if let Some(cluster) = &self.cluster {
+            cluster.check()?;
+            if !matches!(self.wal.durability, Durability::Fsync) {
+                // An ack means a quorum holds the entry on a synced log;
+                // with interval syncs it would mean "in a quorum's memory",
+                // which a correlated power loss takes back.
+                return Err(Error::bad_request(
+                    "a cluster needs Durability::Fsync (every ack is fsynced on a quorum)",
+                ));
+            }
+            if self.log_factory.is_some() {
+                return Err(Error::bad_request(
+                    "a cluster keeps its raft logs in the WAL: no custom log factory",
+                ));
+            }
+        }
         self.checkpoint.check()?;
         self.cold.check()
+    }
+
+    /// Makes every group a Raft group over the cluster's members (see
+    /// [`crate::ClusterConfig`]). Requires `Durability::Fsync`.
+    pub fn cluster(mut self, cluster: crate::cluster::ClusterConfig) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// The cluster this engine is a node of, if any.
+    pub fn cluster_config(&self) -> Option<&crate::cluster::ClusterConfig> {
+        self.cluster.as_ref()
     }
 
     /// The data directory.

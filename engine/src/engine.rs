@@ -73,6 +73,10 @@ pub(crate) struct Inner {
     /// Held while a fork's pin is delivered (by `Engine::fork` or the
     /// keeper), so an unpin never overtakes its pin (`fork.rs`).
     pub(crate) fork_pins: futures::lock::Mutex<()>,
+    /// A replicated node's raft address (None on a single node); held
+    /// for as long as the engine lives, its accept thread stops on drop.
+    #[allow(dead_code)]
+    pub(crate) acceptor: Option<rill_shard::cluster::Acceptor>,
 }
 
 impl Engine {
@@ -82,14 +86,24 @@ impl Engine {
         config.check()?;
         let lock = shape::lock(&config.data_dir)?;
         shape::check_or_record(&config.data_dir, config.groups, config.cores)?;
-        let states = recover_states(&config)?;
+        let (states, seeds) = recover_states(&config)?;
+        let (acceptor, cluster) = match (&config.cluster, seeds) {
+            (Some(cluster), Some(seeds)) => {
+                let spec = cluster.spec(config.groups, config.cores)?;
+                let (acceptor, incoming) =
+                    rill_shard::cluster::Acceptor::start(cluster.own()?.raft_addr, config.cores)?;
+                (Some(acceptor), Some((spec, seeds, incoming)))
+            }
+            _ => (None, None),
+        };
         let core_metrics: Vec<Arc<CoreMetrics>> =
             (0..config.cores).map(|_| Arc::new(CoreMetrics::default())).collect();
         let group_metrics: Vec<Arc<GroupMetrics>> =
             (0..config.groups).map(|_| Arc::new(GroupMetrics::default())).collect();
         let packs = Arc::new(FsPackDir::open(rill_shard::node::cold_dir(&config.data_dir))?);
         let clock = config.clock.clone().unwrap_or_else(system_clock);
-        let (mailboxes, specs) = core_specs(&config, packs, states, &core_metrics, &group_metrics, &clock);
+        let (mailboxes, specs) =
+            core_specs(&config, packs, states, cluster, &core_metrics, &group_metrics, &clock);
         let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
         tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
         let engine = Engine {
@@ -105,6 +119,7 @@ impl Engine {
                 next_timer_core: std::sync::atomic::AtomicUsize::new(0),
                 fork_keeper: std::sync::OnceLock::new(),
                 fork_pins: futures::lock::Mutex::new(()),
+                acceptor,
             }),
         };
         start_fork_keeper(&engine.inner);
@@ -624,12 +639,33 @@ fn start_fork_keeper(inner: &Arc<Inner>) {
     }
 }
 
+type Seeds = Option<Vec<rill_shard::cluster::GroupSeed>>;
+
 /// Recovers every group's state from the data directory (checkpoints plus
 /// WAL replay), consolidates the WAL into fresh checkpoints and sweeps
-/// orphan pack files (SPEC §6).
-fn recover_states(config: &Config) -> Result<Vec<GroupState>> {
+/// orphan pack files (SPEC §6). A replicated node's groups come from their
+/// raft checkpoints and logs instead, with their seeds.
+fn recover_states(config: &Config) -> Result<(Vec<GroupState>, Seeds)> {
     let started = Instant::now();
-    let recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
+    let mut recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
+    if config.cluster.is_some() {
+        let single_node = recovered.states.iter().filter(|s| s.commit_index() > 0).count();
+        if single_node > 0 && !recovered.has_raft_records() {
+            // A single node's data: it is in no raft log, so no replica
+            // would ever learn of it.
+            return Err(rill_shard::Error::new(rill_shard::ErrorKind::ShapeMismatch {
+                field: "replicated groups",
+                recorded: 0,
+                requested: u64::from(config.groups),
+            }));
+        }
+        let seeded =
+            rill_shard::cluster::seed_groups(&config.data_dir, &mut recovered, &config.limits.group)?;
+        recovery::consolidate(&config.data_dir, &recovered, config.cores)?;
+        tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "replicated recovery done");
+        let (states, seeds) = seeded.into_iter().unzip();
+        return Ok((states, Some(seeds)));
+    }
     if recovered.has_raft_records() {
         // A replicated node's directory: its groups' state lives in their
         // raft logs, which a single-node engine would neither apply nor keep
@@ -653,7 +689,7 @@ fn recover_states(config: &Config) -> Result<Vec<GroupState>> {
     if orphans > 0 {
         tracing::info!(count = orphans, "removed orphan pack files");
     }
-    Ok(recovered.states)
+    Ok((recovered.states, None))
 }
 
 /// One mailbox and one core spec per core, each core holding the groups
@@ -662,6 +698,11 @@ fn core_specs(
     config: &Config,
     packs: Arc<dyn PackDir>,
     states: Vec<GroupState>,
+    cluster: Option<(
+        rill_shard::cluster::ClusterSpec,
+        Vec<rill_shard::cluster::GroupSeed>,
+        Vec<rill_shard::cluster::Incoming>,
+    )>,
     core_metrics: &[Arc<CoreMetrics>],
     group_metrics: &[Arc<GroupMetrics>],
     clock: &rill_shard::node::Clock,
@@ -673,24 +714,45 @@ fn core_specs(
         let g = state.group();
         homed[g as usize % config.cores].push((state, group_metrics[g as usize].clone()));
     }
+    // A replicated core keeps every byte hot and checkpoints as raft
+    // snapshots: the single-node checkpoint and cold flush are off.
+    let replicated = cluster.is_some();
+    let mut per_core: Vec<Option<rill_shard::cluster::CoreCluster>> =
+        (0..config.cores).map(|_| None).collect();
+    if let Some((spec, seeds, incoming)) = cluster {
+        let mut seeds_of: Vec<Vec<rill_shard::cluster::GroupSeed>> =
+            (0..config.cores).map(|_| Vec::new()).collect();
+        for seed in seeds {
+            seeds_of[seed.group as usize % config.cores].push(seed);
+        }
+        for ((slot, seeds), incoming) in per_core.iter_mut().zip(seeds_of).zip(incoming) {
+            *slot = Some(rill_shard::cluster::CoreCluster {
+                spec: spec.clone(),
+                seeds,
+                incoming,
+                checkpoint_dir: recovery::checkpoint_dir(&config.data_dir),
+            });
+        }
+    }
     let mut mailboxes = Vec::with_capacity(config.cores);
     let mut specs = Vec::with_capacity(config.cores);
-    for ((core, metrics), groups) in core_metrics.iter().enumerate().zip(homed) {
+    for (((core, metrics), groups), cluster) in core_metrics.iter().enumerate().zip(homed).zip(per_core) {
         let (tx, rx) =
             mailbox(core, config.limits.mailbox_capacity, config.limits.mailbox_full, metrics.clone());
         mailboxes.push(tx);
         specs.push(CoreSpec {
             core,
             groups,
-            checkpoint: Some(config.checkpoint.clone()),
+            checkpoint: (!replicated).then(|| config.checkpoint.clone()),
             checkpoint_dir: recovery::checkpoint_dir(&config.data_dir),
-            cold: Some(config.cold.clone()),
+            cold: (!replicated).then(|| config.cold.clone()),
             pack_dir: packs.clone(),
             metrics: metrics.clone(),
             limits: config.limits.clone(),
             log_factory: log_factory.clone(),
             mailbox: rx,
             clock: clock.clone(),
+            cluster,
         });
     }
     (mailboxes, specs)

@@ -27,6 +27,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod admin;
+mod cluster;
 mod config;
 pub mod consumer;
 mod engine;
@@ -45,6 +46,7 @@ mod timer;
 pub mod server;
 
 pub use admin::PurgeReport;
+pub use cluster::{ClusterConfig, ClusterMember};
 pub use config::{online_cpus, Config, DEFAULT_GROUPS, DEFAULT_IO_MEMORY_BYTES};
 pub use engine::Engine;
 pub use fork::MAX_FORK_COPY_BYTES;

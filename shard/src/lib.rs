@@ -56,8 +56,9 @@ modules!(
     packs,
     /// Placement of streams on groups and cores.
     placement,
-    /// Consensus: the one module that names openraft's types. Nothing in
-    /// the single-node build calls it yet (cluster mode is being built).
+    /// Consensus: the one module that names openraft's types. Parts of it
+    /// serve only the tests and the simulation (the in-memory network, the
+    /// virtual clock).
     #[cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
     raft,
     /// The runtime's protocols as sans-IO step machines.
@@ -115,4 +116,14 @@ pub mod node {
     pub use crate::runtime::mailbox::{mailbox, MailboxSender};
     pub use crate::runtime::{run_core, system_clock, Clock, CoreSpec};
     pub use crate::wal::{recovery, WalLog};
+}
+
+/// What a replicated node is built from (the engine's cluster mode): the
+/// groups' seeds at open, each core's cluster spec, the raft address's
+/// acceptor and the member addresses.
+pub mod cluster {
+    pub use crate::raft::net::acceptor::{Acceptor, Incoming};
+    pub use crate::raft::node::{seed_groups, ClusterSpec, CoreCluster, GroupSeed};
+    pub use crate::raft::replica::timings;
+    pub use crate::raft::types::{Member, NodeId};
 }

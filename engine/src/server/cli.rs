@@ -131,6 +131,19 @@ pub struct ServeArgs {
     /// Do not pin the executor threads to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// This node's id in the cluster (with `--cluster`).
+    #[arg(long, value_name = "N", requires = "cluster")]
+    pub node_id: Option<u64>,
+    /// Every member of the cluster, this node included:
+    /// `1=RAFT_ADDR@HTTP_ADDR,2=RAFT_ADDR@HTTP_ADDR,3=...`. Node N takes
+    /// raft traffic on its own entry's RAFT_ADDR. Without it the server is
+    /// a single node.
+    #[arg(long, value_name = "MEMBERS", requires = "node_id")]
+    pub cluster: Option<String>,
+    /// How long a replicated request may wait for a quorum before a 503,
+    /// in ms.
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub request_timeout_ms: u64,
 }
 
 /// Everything `rill serve` needs, from the flags.
@@ -195,6 +208,13 @@ impl ServeArgs {
         }
         if self.no_pin {
             config = config.pin_threads(false);
+        }
+        if let (Some(node), Some(members)) = (self.node_id, &self.cluster) {
+            let cluster = crate::ClusterConfig::new(node)
+                .parse_members(members)
+                .map_err(|e| format!("--cluster: {e}"))?
+                .request_timeout(Duration::from_millis(self.request_timeout_ms.max(1)));
+            config = config.cluster(cluster);
         }
         let options = ServeOptions {
             long_poll_timeout: Duration::from_millis(self.long_poll_timeout_ms),

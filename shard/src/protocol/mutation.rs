@@ -39,6 +39,26 @@ pub enum Mutation {
     },
 }
 
+/// Admission alone: `cmd` of group `group` fits one log record and its
+/// payload fits the group's uncommitted bytes; returns the payload bytes it
+/// adds. A replicated group admits with this before it proposes.
+pub fn admit(cmd: &Command, group: u32, uncommitted_bytes: u64, max_uncommitted_bytes: u64) -> Result<u64> {
+    let bound = cmd.body_len_bound();
+    if bound > MAX_BODY_LEN as u64 {
+        return Err(Error::new(ErrorKind::PayloadTooLarge { len: bound, limit: MAX_BODY_LEN as u64 }));
+    }
+    let added = cmd.payload_len();
+    if added > 0 && uncommitted_bytes.saturating_add(added) > max_uncommitted_bytes {
+        return Err(Error::new(ErrorKind::UncommittedBackpressure {
+            group,
+            before: uncommitted_bytes,
+            after: uncommitted_bytes.saturating_add(added),
+            limit: max_uncommitted_bytes,
+        }));
+    }
+    Ok(added)
+}
+
 /// Admits `cmd` against the group's uncommitted bytes and applies it.
 pub fn admit_and_apply(
     state: &mut GroupState,
@@ -46,22 +66,10 @@ pub fn admit_and_apply(
     uncommitted_bytes: u64,
     max_uncommitted_bytes: u64,
 ) -> Mutation {
-    let bound = cmd.body_len_bound();
-    if bound > MAX_BODY_LEN as u64 {
-        return Mutation::Refused(Error::new(ErrorKind::PayloadTooLarge {
-            len: bound,
-            limit: MAX_BODY_LEN as u64,
-        }));
-    }
-    let added = cmd.payload_len();
-    if added > 0 && uncommitted_bytes.saturating_add(added) > max_uncommitted_bytes {
-        return Mutation::Refused(Error::new(ErrorKind::UncommittedBackpressure {
-            group: state.group(),
-            before: uncommitted_bytes,
-            after: uncommitted_bytes.saturating_add(added),
-            limit: max_uncommitted_bytes,
-        }));
-    }
+    let added = match admit(cmd, state.group(), uncommitted_bytes, max_uncommitted_bytes) {
+        Ok(added) => added,
+        Err(err) => return Mutation::Refused(err),
+    };
     let mut effects = Vec::new();
     let applied = state.apply(cmd, &mut effects);
     if !applied.mutated {

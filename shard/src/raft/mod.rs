@@ -21,6 +21,7 @@ pub mod log_image;
 pub mod log_store;
 pub mod mem_net;
 pub mod net;
+pub mod node;
 pub mod pacer;
 pub mod replica;
 pub mod sim;

@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use futures::channel::oneshot;
 use openraft::error::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft::impls::ProgressResponder;
+use openraft::raft::ClientWriteResult;
 use openraft::network::RaftNetworkFactory;
 use openraft::{AsyncRuntime, ReadPolicy};
 
@@ -80,14 +82,30 @@ impl ApplySink for Waiters {
 }
 
 /// Stops waiting for a proposal (it answered, timed out or was dropped).
-struct Forget<'a> {
-    waiters: &'a Waiters,
+struct Forget {
+    waiters: Rc<Waiters>,
     id: ProposalId,
 }
 
-impl Drop for Forget<'_> {
+impl Drop for Forget {
     fn drop(&mut self) {
         self.waiters.waiting.borrow_mut().remove(&self.id);
+    }
+}
+
+/// A proposal openraft has taken, whose outcome is not known yet (see
+/// [`GroupReplica::outcome`]). Dropping it stops waiting; the entry may
+/// still commit.
+pub struct Proposed {
+    applied: oneshot::Receiver<Applied>,
+    committed: oneshot::Receiver<ClientWriteResult<RillRaft>>,
+    started: RtInstant,
+    _forget: Forget,
+}
+
+impl std::fmt::Debug for Proposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proposed").field("id", &self._forget.id).finish_non_exhaustive()
     }
 }
 
@@ -292,29 +310,72 @@ impl GroupReplica {
         self.machine.with_state(f)
     }
 
+    /// The group state this replica applies to, for the runtime group that
+    /// serves reads from it (never borrowed across an await).
+    pub fn state_cell(&self) -> Rc<RefCell<GroupState>> {
+        self.machine.state_cell()
+    }
+
+    /// Confirms that this node leads and has applied everything committed
+    /// when the call began (a linearizable read's precondition).
+    pub async fn confirm_read(&self) -> Result<()> {
+        self.read(|_| ()).await
+    }
+
     /// Proposes `cmd` and returns what applying it produced.
     pub async fn propose(&self, cmd: Command) -> Result<Applied> {
+        let proposed = self.submit(cmd).await?;
+        self.outcome(proposed).await
+    }
+
+    /// Hands `cmd` to openraft without waiting for it to commit: commands
+    /// submitted one after another are logged in that order, so a group
+    /// can keep proposing while earlier proposals replicate. A follower
+    /// answers `NotLeader` here, before anything is logged.
+    pub async fn submit(&self, cmd: Command) -> Result<Proposed> {
+        let status = self.status();
+        if !status.leading {
+            return Err(Error::new(ErrorKind::NotLeader { group: self.group, leader: status.leader }));
+        }
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
         let id = ProposalId { node: self.node, boot: self.boot, seq };
-        let (tx, rx) = oneshot::channel();
+        let (tx, applied) = oneshot::channel();
         self.waiters.waiting.borrow_mut().insert(id, tx);
-        let _forget = Forget { waiters: &self.waiters, id };
-        let started = RtInstant::now();
+        let forget = Forget { waiters: self.waiters.clone(), id };
+        let (responder, committed) = ProgressResponder::<RillRaft, ClientWriteResult<RillRaft>>::complete_only();
+        if self.raft.client_write_ff(Proposal { id, cmd }, Some(responder)).await.is_err() {
+            return Err(Error::new(ErrorKind::ShuttingDown));
+        }
+        Ok(Proposed { applied, committed, started: RtInstant::now(), _forget: forget })
+    }
+
+    /// Waits for a submitted proposal's outcome, within the request
+    /// timeout counted from its submission.
+    pub async fn outcome(&self, proposed: Proposed) -> Result<Applied> {
+        let Proposed { applied, committed, started, _forget } = proposed;
         let group = self.group;
-        match GlommioRt::timeout(self.timeout, self.raft.client_write(Proposal { id, cmd })).await {
-            Ok(Ok(_receipt)) => rx.await.map_err(|_| Error::new(ErrorKind::Internal { what: "raft proposal reply" })),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to)))) => {
-                Err(Error::new(ErrorKind::NotLeader { group, leader: to.leader_id }))
+        let left = self.timeout.saturating_sub(RtInstant::now() - started);
+        let waited = async {
+            match committed.await {
+                Ok(Ok(_receipt)) => {
+                    applied.await.map_err(|_| Error::new(ErrorKind::Internal { what: "raft proposal reply" }))
+                }
+                Ok(Err(ClientWriteError::ForwardToLeader(to))) => {
+                    Err(Error::new(ErrorKind::NotLeader { group, leader: to.leader_id }))
+                }
+                Ok(Err(ClientWriteError::LogEntryDiscarded(_))) | Err(_) => {
+                    Err(Error::new(ErrorKind::Indeterminate { group }))
+                }
+                Ok(Err(other)) => Err(Error::bad_request(format!("raft refused the write: {other}"))),
             }
-            Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)))) => {
-                Err(Error::new(ErrorKind::Indeterminate { group }))
-            }
-            Ok(Err(RaftError::APIError(other))) => Err(Error::bad_request(format!("raft refused the write: {other}"))),
-            Ok(Err(RaftError::Fatal(_))) => Err(Error::new(ErrorKind::ShuttingDown)),
-            Err(_) if self.leader() == Some(self.node) => {
-                Err(Error::new(ErrorKind::NoQuorum { group, waited_ms: (RtInstant::now() - started).as_millis() as u64 }))
-            }
+        };
+        match GlommioRt::timeout(left, waited).await {
+            Ok(result) => result,
+            Err(_) if self.leader() == Some(self.node) => Err(Error::new(ErrorKind::NoQuorum {
+                group,
+                waited_ms: (RtInstant::now() - started).as_millis() as u64,
+            })),
             Err(_) => Err(Error::new(ErrorKind::Indeterminate { group })),
         }
     }

@@ -59,7 +59,9 @@ pub trait ApplySink: fmt::Debug {
 
 #[derive(Debug)]
 struct Machine {
-    state: GroupState,
+    /// Shared with the core's runtime group, which reads it (never across
+    /// an await) and never mutates it while the group is replicated.
+    state: Rc<RefCell<GroupState>>,
     applied: Option<LogId>,
     membership: StoredMembership,
     current: Option<GroupSnapshot>,
@@ -89,7 +91,18 @@ impl GroupMachine {
         membership: StoredMembership,
         sink: Rc<dyn ApplySink>,
     ) -> Self {
-        let limits = state.limits().clone();
+        Self::new_shared(Rc::new(RefCell::new(state)), applied, membership, sink)
+    }
+
+    /// [`Self::new`] over a state cell the caller keeps reading (the
+    /// runtime group of a replicated group).
+    pub fn new_shared(
+        state: Rc<RefCell<GroupState>>,
+        applied: Option<LogId>,
+        membership: StoredMembership,
+        sink: Rc<dyn ApplySink>,
+    ) -> Self {
+        let limits = state.borrow().limits().clone();
         let machine = Machine { state, applied, membership, current: None, limits, sink, checkpoints: None };
         Self { inner: Rc::new(RefCell::new(machine)) }
     }
@@ -111,17 +124,21 @@ impl GroupMachine {
     fn replace_state(&self, meta: &SnapshotMeta, snapshot: SnapshotBytes) -> io::Result<GroupSnapshot> {
         let mut machine = self.inner.borrow_mut();
         let mut state = GroupState::decode_snapshot(&snapshot, machine.limits.for_replay()).map_err(io_error)?;
-        if state.group() != machine.state.group() || state.group_count() != machine.state.group_count() {
+        let (group, group_count) = {
+            let current = machine.state.borrow();
+            (current.group(), current.group_count())
+        };
+        if state.group() != group || state.group_count() != group_count {
             return Err(io_error(Error::corrupted(format!(
                 "snapshot of group {} of {} offered to group {} of {}",
                 state.group(),
                 state.group_count(),
-                machine.state.group(),
-                machine.state.group_count()
+                group,
+                group_count
             ))));
         }
         state.set_limits(machine.limits.clone());
-        machine.state = state;
+        machine.state.replace(state);
         machine.applied = meta.last_log_id;
         machine.membership = meta.last_membership.clone();
         let installed = GroupSnapshot { meta: meta.clone(), snapshot };
@@ -133,7 +150,8 @@ impl GroupMachine {
     async fn persist(&self, snapshot: &GroupSnapshot) -> io::Result<()> {
         let (store, group) = {
             let machine = self.inner.borrow();
-            (machine.checkpoints.clone(), machine.state.group())
+            let group = machine.state.borrow().group();
+            (machine.checkpoints.clone(), group)
         };
         let Some(store) = store else { return Ok(()) };
         let checkpoint = RaftCheckpoint {
@@ -156,7 +174,14 @@ impl GroupMachine {
 
     /// Runs `f` on the group state (reads; never held across an await).
     pub fn with_state<T>(&self, f: impl FnOnce(&GroupState) -> T) -> T {
-        f(&self.inner.borrow().state)
+        let state = self.inner.borrow().state.clone();
+        let state = state.borrow();
+        f(&state)
+    }
+
+    /// The state cell (shared with whoever else reads the group).
+    pub fn state_cell(&self) -> Rc<RefCell<GroupState>> {
+        self.inner.borrow().state.clone()
     }
 
     /// The last applied log id.
@@ -166,8 +191,11 @@ impl GroupMachine {
 
     fn snapshot_now(&self) -> GroupSnapshot {
         let mut machine = self.inner.borrow_mut();
-        machine.state.settle_all();
-        let bytes = Bytes::from(machine.state.encode_snapshot());
+        let bytes = {
+            let mut state = machine.state.borrow_mut();
+            state.settle_all();
+            Bytes::from(state.encode_snapshot())
+        };
         let meta = SnapshotMeta { last_log_id: machine.applied, last_membership: machine.membership.clone() };
         let snapshot = GroupSnapshot { meta, snapshot: bytes };
         machine.current = Some(snapshot.clone());
@@ -212,12 +240,12 @@ impl RaftStateMachine<RillRaft> for GroupMachine {
                     }
                     openraft::EntryPayload::Normal(proposal) => {
                         let mut effects = Vec::new();
-                        let applied = machine.state.apply(&proposal.cmd, &mut effects);
+                        let applied = machine.state.borrow_mut().apply(&proposal.cmd, &mut effects);
                         Some((proposal.id, applied, effects, machine.sink.clone()))
                     }
                 }
             };
-            let commit_index = self.inner.borrow().state.commit_index();
+            let commit_index = self.inner.borrow().state.borrow().commit_index();
             let receipt = match outcome {
                 Some((id, applied, effects, sink)) => {
                     let mutated = applied.mutated;

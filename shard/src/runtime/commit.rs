@@ -56,7 +56,7 @@ pub struct PendingReply {
 /// A core's log plus the replies waiting on it.
 #[derive(Debug)]
 pub struct Commit {
-    log: Box<dyn LogStore>,
+    log: std::rc::Rc<dyn LogStore>,
     /// Which records each group still needs (`protocol/pins.rs`).
     pins: RefCell<WalPins>,
     queue: RefCell<VecDeque<Pending>>,
@@ -66,7 +66,7 @@ pub struct Commit {
 }
 
 impl Commit {
-    pub fn new(core: usize, log: Box<dyn LogStore>) -> Self {
+    pub fn new(core: usize, log: std::rc::Rc<dyn LogStore>) -> Self {
         Commit {
             log,
             pins: RefCell::new(WalPins::new()),
@@ -112,6 +112,11 @@ impl Commit {
     /// The core's log.
     pub fn log(&self) -> &dyn LogStore {
         &*self.log
+    }
+
+    /// Fails the core with `err`: every later request gets `Poisoned`.
+    pub fn fail(&self, err: crate::error::Error) {
+        self.failed.replace(Some(err));
     }
 
     /// The error that failed this core, if any.

@@ -33,12 +33,17 @@ use crate::state::name::StreamId;
 use crate::wal::device::sync_dir;
 use crate::wal::log::{EntryBody, LogEntry, Lsn};
 use crate::wal::recovery::write_checkpoint;
+use crate::raft::replica::GroupReplica;
 
 /// A group as its core holds it.
 #[derive(Debug)]
 pub struct Group {
     pub id: u32,
-    pub state: RefCell<GroupState>,
+    /// The group's state; a replicated group shares it with its replica's
+    /// state machine, which alone mutates it.
+    pub state: Rc<RefCell<GroupState>>,
+    /// The group's replica, when the node is replicated.
+    pub replica: Option<Rc<GroupReplica>>,
     pub metrics: Arc<GroupMetrics>,
     queue: Queue,
     /// LSN of the last entry this group submitted.
@@ -58,14 +63,31 @@ impl Group {
     /// A group starting from (recovered) `state`, which is taken to be
     /// checkpointed already.
     pub fn new(id: u32, state: GroupState, metrics: Arc<GroupMetrics>) -> Self {
+        Self::with_state(id, Rc::new(RefCell::new(state)), None, metrics)
+    }
+
+    /// A replicated group, served from its replica's state.
+    pub fn replicated(id: u32, replica: Rc<GroupReplica>, metrics: Arc<GroupMetrics>) -> Self {
+        Self::with_state(id, replica.state_cell(), Some(replica), metrics)
+    }
+
+    fn with_state(
+        id: u32,
+        cell: Rc<RefCell<GroupState>>,
+        replica: Option<Rc<GroupReplica>>,
+        metrics: Arc<GroupMetrics>,
+    ) -> Self {
+        let state = cell.borrow();
         metrics.set_hot_bytes(state.hot_bytes());
         metrics.streams.store(state.stream_count(), Relaxed);
         metrics.fork_outbox.store(state.forks().outbox_len() as u64, Relaxed);
         metrics.commit_index.store(state.commit_index(), Relaxed);
         let checkpointed = state.commit_index();
+        drop(state);
         Group {
             id,
-            state: RefCell::new(state),
+            state: cell,
+            replica,
             metrics,
             queue: Queue::default(),
             last_lsn: Cell::new(0),
@@ -101,6 +123,17 @@ impl Group {
         }
     }
 
+    /// Payload bytes submitted (or proposed) and not yet settled.
+    pub(crate) fn uncommitted(&self) -> u64 {
+        self.uncommitted.get()
+    }
+
+    pub(crate) fn add_uncommitted(&self, bytes: u64) {
+        let now = self.uncommitted.get() + bytes;
+        self.uncommitted.set(now);
+        self.metrics.uncommitted_bytes.store(now, Relaxed);
+    }
+
     pub(crate) fn settle_uncommitted(&self, bytes: u64) {
         let left = self.uncommitted.get().saturating_sub(bytes);
         self.uncommitted.set(left);
@@ -119,6 +152,12 @@ impl Group {
         if let Some(err) = core.commit.poisoned() {
             let _ = reply.send(Err(err));
             return;
+        }
+        if let Some(replica) = &self.replica {
+            if let Err(err) = self.replicated_precheck(replica, &request).await {
+                let _ = reply.send(Err(err));
+                return;
+            }
         }
         let now = core.now_ms();
         let answer = |result: Result<Reply>, reply: ReplyTx| self.answer(core, result, reply, sent_at, kind);
@@ -226,6 +265,10 @@ impl Group {
         sent_at: Instant,
         kind: LatencyKind,
     ) {
+        if let (Some(replica), Some(this)) = (&self.replica, core.groups.get(&self.id)) {
+            let cmd = Command { now_ms, op };
+            return this.propose_pipelined(core, replica, cmd, tx, sent_at, kind).await;
+        }
         self.mutate_then(core, now_ms, op, tx, sent_at, kind, |result| result.map(Reply::Applied)).await
     }
 
@@ -244,6 +287,9 @@ impl Group {
         finish: impl FnOnce(Result<Response>) -> Result<Reply>,
     ) {
         let cmd = Command { now_ms, op };
+        if let Some(replica) = &self.replica {
+            return self.propose_then(core, replica, cmd, tx, sent_at, kind, finish).await;
+        }
         let before = self.uncommitted.get();
         let limit = core.limits.max_uncommitted_bytes_per_group;
         let decided = admit_and_apply(&mut self.state.borrow_mut(), &cmd, before, limit);
@@ -289,7 +335,7 @@ impl Group {
     }
 
     /// Updates counters after a mutation was applied.
-    fn account(&self, core: &Core, result: &Result<Response>) {
+    pub(super) fn account(&self, core: &Core, result: &Result<Response>) {
         let (mut appends, mut bytes) = (0u64, 0u64);
         match result {
             Ok(Response::Append(r)) if !r.deduplicated && r.next_offset > r.start_offset => {

@@ -24,6 +24,7 @@ pub mod group_task;
 pub mod log_pressure;
 pub mod mailbox;
 mod queues;
+mod replicated;
 pub mod spin;
 pub mod waiters;
 
@@ -87,6 +88,9 @@ pub struct CoreSpec {
     pub mailbox: MailboxReceiver,
     /// The wall clock commands are stamped with.
     pub clock: Clock,
+    /// A replicated node's consensus for this core's groups (None: every
+    /// group is a one-replica state machine).
+    pub cluster: Option<crate::raft::node::CoreCluster>,
 }
 
 impl std::fmt::Debug for CoreSpec {
@@ -114,6 +118,8 @@ pub struct Core {
     pub(crate) cold_config: Option<ColdConfig>,
     pub(crate) cold_store: Option<Arc<ColdStore>>,
     pub(crate) cold_lock: futures::lock::Mutex<()>,
+    /// The core's consensus, when its groups are replicated.
+    pub(crate) replicas: Option<crate::raft::node::CoreReplicas>,
 }
 
 impl std::fmt::Debug for Core {
@@ -165,14 +171,41 @@ pub async fn run_core(spec: CoreSpec) {
         log_factory,
         mailbox,
         clock,
+        cluster,
     } = spec;
     let mailbox = mailbox.with_spin(limits.spin);
     let cold_store = cold_config.as_ref().map(|c| Arc::new(ColdStore::new(pack_dir, c.cache_bytes)));
-    let log = log_factory(core);
+    let log: Rc<dyn crate::wal::log::LogStore> = Rc::from(log_factory(core));
     let mut by_id = HashMap::new();
-    for (state, group_metrics) in groups {
-        let id = state.group();
-        by_id.insert(id, Rc::new(Group::new(id, state, group_metrics)));
+    let (mut replicas, mut failed) = (None, None);
+    match cluster {
+        None => {
+            for (state, group_metrics) in groups {
+                let id = state.group();
+                by_id.insert(id, Rc::new(Group::new(id, state, group_metrics)));
+            }
+        }
+        Some(cluster) => {
+            let mut states = std::collections::BTreeMap::new();
+            let mut metrics_of = HashMap::new();
+            for (state, group_metrics) in groups {
+                metrics_of.insert(state.group(), group_metrics);
+                states.insert(state.group(), state);
+            }
+            match crate::raft::node::start_core(core, cluster, states, log.clone()).await {
+                Ok(started) => {
+                    for (id, replica) in &started.replicas {
+                        let group_metrics = metrics_of.remove(id).unwrap_or_default();
+                        by_id.insert(*id, Rc::new(Group::replicated(*id, replica.clone(), group_metrics)));
+                    }
+                    replicas = Some(started);
+                }
+                Err(err) => {
+                    tracing::error!(core, error = %err, "the core's replicas did not start; it refuses every request");
+                    failed = Some(err);
+                }
+            }
+        }
     }
     let core = Rc::new(Core {
         id: core,
@@ -189,7 +222,14 @@ pub async fn run_core(spec: CoreSpec) {
         cold_config,
         cold_store,
         cold_lock: futures::lock::Mutex::new(()),
+        replicas,
     });
+    if let Some(err) = failed {
+        core.commit.fail(err);
+    }
+    for group in core.groups.values() {
+        group.forward_effects(&core);
+    }
 
     let mut tasks = Vec::new();
     for group in core.groups.values() {
@@ -234,6 +274,12 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
                     route(core, Envelope::from(*letter), Admission::Check);
                 }
                 Mail::Batch(batch) => route_batch(core, *batch),
+                Mail::Checkpoint(done) if core.replicas.is_some() => {
+                    let _ = done.send(Err(replicated_refusal("checkpoint")));
+                }
+                Mail::Cold(_, done) if core.replicas.is_some() => {
+                    let _ = done.send(Err(replicated_refusal("cold flush")));
+                }
                 Mail::Checkpoint(done) => {
                     let c = core.clone();
                     glommio::spawn_local(async move {
@@ -258,6 +304,12 @@ async fn dispatch_loop(core: &Rc<Core>, mailbox: &MailboxReceiver) -> Option<one
         // flood of mail cannot starve them until the preemption timer.
         yield_now().await;
     }
+}
+
+/// What an administrative job a replicated core does not run answers: its
+/// groups checkpoint as raft snapshots and keep every byte hot.
+fn replicated_refusal(job: &str) -> Error {
+    Error::bad_request(format!("a {job} on demand is not available on a replicated node"))
 }
 
 /// Whether [`route`] checks the group's queue depth.

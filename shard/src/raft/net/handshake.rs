@@ -4,7 +4,7 @@
 //! exchanging messages they would misread.
 //!
 //! ```text
-//! 0  8 magic "RILLNET\0"     8 2 u16 protocol (1)   10 2 u16 reserved 0
+//! 0  8 magic "RILLNET\0"     8 2 u16 protocol (2)   10 2 u16 core index
 //! 12 8 u64 cluster id        20 8 u64 node id
 //! 28 4 u32 groups            32 4 u32 cores         36 4 u32 CRC32C of [0, 36)
 //! ```
@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 pub const HELLO_LEN: usize = 40;
 const MAGIC: [u8; 8] = *b"RILLNET\0";
 /// The protocol version this build speaks.
-pub const PROTOCOL: u16 = 1;
+pub const PROTOCOL: u16 = 2;
 
 /// One side's introduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,12 +25,21 @@ pub struct Hello {
     pub node: u64,
     pub groups: u32,
     pub cores: u32,
+    /// The core the connection belongs to: core `i` of one node only ever
+    /// talks to core `i` of another (a group lives on the same core index
+    /// of every node), so a node's one raft port routes by it.
+    pub core: u16,
 }
 
 impl Hello {
     /// This build's hello for `node` of `cluster`.
     pub fn new(cluster: u64, node: u64, groups: u32, cores: u32) -> Self {
-        Hello { protocol: PROTOCOL, cluster, node, groups, cores }
+        Hello { protocol: PROTOCOL, cluster, node, groups, cores, core: 0 }
+    }
+
+    /// The same hello for the connections of core `core`.
+    pub fn on_core(self, core: u16) -> Self {
+        Hello { core, ..self }
     }
 
     /// The hello's bytes.
@@ -38,6 +47,7 @@ impl Hello {
         let mut out = [0u8; HELLO_LEN];
         out[0..8].copy_from_slice(&MAGIC);
         out[8..10].copy_from_slice(&self.protocol.to_le_bytes());
+        out[10..12].copy_from_slice(&self.core.to_le_bytes());
         out[12..20].copy_from_slice(&self.cluster.to_le_bytes());
         out[20..28].copy_from_slice(&self.node.to_le_bytes());
         out[28..32].copy_from_slice(&self.groups.to_le_bytes());
@@ -57,9 +67,6 @@ impl Hello {
         if crc32c::crc32c(&bytes[..36]) != crc {
             return Err(corrupt("checksum mismatch"));
         }
-        if bytes[10..12] != [0, 0] {
-            return Err(corrupt("nonzero reserved field"));
-        }
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         Ok(Hello {
@@ -68,6 +75,7 @@ impl Hello {
             node: u64_at(20),
             groups: u32_at(28),
             cores: u32_at(32),
+            core: u16::from_le_bytes([bytes[10], bytes[11]]),
         })
     }
 
@@ -89,6 +97,9 @@ impl Hello {
         }
         if peer.cores != self.cores {
             return mismatch("cores", self.cores.into(), peer.cores.into());
+        }
+        if peer.core != self.core {
+            return mismatch("core index", self.core.into(), peer.core.into());
         }
         if let Some(node) = expected {
             if peer.node != node {
@@ -118,7 +129,8 @@ mod tests {
             (Hello::new(0xC1, 2, 32, 2), None, "groups"),
             (Hello::new(0xC1, 2, 64, 1), None, "cores"),
             (Hello::new(0xC1, 3, 64, 2), Some(2), "node id"),
-            (Hello { protocol: 2, ..theirs }, None, "replication protocol"),
+            (Hello { protocol: 1, ..theirs }, None, "replication protocol"),
+            (theirs.on_core(1), None, "core index"),
         ] {
             let err = ours.accept(&peer, expected).unwrap_err();
             assert!(

@@ -8,7 +8,10 @@
 //! * [`transport`]: [`transport::TcpNet`], a node's connections on its
 //!   glommio executor.
 //! * [`link`]: openraft's network seam over it.
+//! * [`acceptor`]: the node's one raft address, handing each accepted
+//!   connection to the core its hello names.
 
+pub mod acceptor;
 pub mod frame;
 pub mod handshake;
 pub mod link;

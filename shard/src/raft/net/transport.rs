@@ -173,13 +173,35 @@ impl TcpNet {
         }));
     }
 
+    /// Serves a connection whose hello the node's acceptor already read
+    /// (`acceptor.rs`), until it closes.
+    pub fn serve_accepted(&self, stream: TcpStream, peer: Hello) {
+        let net = self.clone();
+        drop(GlommioRt::spawn(async move {
+            if let Err(err) = net.serve_after_hello(stream, Some(peer)).await {
+                tracing::debug!(error = %err, "replica connection closed");
+            }
+        }));
+    }
+
     /// One accepted connection: handshake, then answer its requests.
     async fn serve(&self, stream: TcpStream) -> Result<()> {
+        self.serve_after_hello(stream, None).await
+    }
+
+    /// [`Self::serve`], with the peer's hello already read when `peer` is
+    /// set.
+    async fn serve_after_hello(&self, stream: TcpStream, peer: Option<Hello>) -> Result<()> {
         stream.set_nodelay(true).map_err(|e| io("set TCP_NODELAY", e))?;
         let (mut reader, mut writer) = stream.split();
-        let mut theirs = [0u8; HELLO_LEN];
-        reader.read_exact(&mut theirs).await.map_err(|e| io("read replication handshake", e))?;
-        let peer = Hello::decode(&theirs)?;
+        let peer = match peer {
+            Some(peer) => peer,
+            None => {
+                let mut theirs = [0u8; HELLO_LEN];
+                reader.read_exact(&mut theirs).await.map_err(|e| io("read replication handshake", e))?;
+                Hello::decode(&theirs)?
+            }
+        };
         writer.write_all(&self.inner.hello.encode()).await.map_err(|e| io("write replication handshake", e))?;
         self.inner.hello.accept(&peer, None)?;
         let (replies, outbox) = mpsc::unbounded();

@@ -1,0 +1,214 @@
+//! A replicated node's groups: from the recovered data directory to one
+//! running [`GroupReplica`] per group on its core.
+//!
+//! * [`seed_groups`] (at open, on the opening thread) rebuilds each group's
+//!   raft log from what recovery collected, compacts it back into the
+//!   recovered records (which consolidation then writes to the group's raft
+//!   log file), and loads the group's raft checkpoint: the state, applied
+//!   log id and membership the replica restarts from. A group with no log,
+//!   no vote and no checkpoint is *fresh*: this is the cluster's first
+//!   start, and the replica initializes the group with the configured
+//!   members (every node does so with the same members, which openraft
+//!   allows: the vote decides who leads).
+//! * [`start_core`] (on the core, inside its executor) starts the core's
+//!   transport, its heartbeat pacer and every replica of the core over the
+//!   core's write-ahead log, and serves the connections the node's
+//!   [`Acceptor`](super::net::acceptor::Acceptor) hands to this core.
+//!
+//! Invariant: the single-node state a recovery may have rebuilt for a
+//! replicated group is never used: a replicated group's state comes only
+//! from its raft checkpoint and its committed log.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use openraft::AsyncRuntime;
+
+use super::checkpoint::DirCheckpoints;
+use super::log_image::LogImage;
+use super::net::acceptor::Incoming;
+use super::net::handshake::Hello;
+use super::net::link::TcpNetFactory;
+use super::net::transport::TcpNet;
+use super::pacer::{paced, Pacer};
+use super::replica::{restore, GroupReplica, ReplicaStart};
+use super::rt::GlommioRt;
+use super::state_machine::GroupSnapshot;
+use super::types::{LogId, Member, NodeId, StoredMembership};
+use super::wire::RaftRecord;
+use crate::error::{Error, Result};
+use crate::state::group::{GroupLimits, GroupState};
+use crate::wal::log::LogStore;
+use crate::wal::recovery::{checkpoint_dir, Recovered};
+
+/// What every core of a replicated node needs to know of the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// This node.
+    pub node: NodeId,
+    /// A number drawn when the node started (proposal ids of an earlier
+    /// run never match this run's).
+    pub boot: u64,
+    /// Refuses peers of another cluster at the handshake.
+    pub cluster_id: u64,
+    /// Every voter, with its addresses (this node included).
+    pub members: BTreeMap<NodeId, Member>,
+    /// Every other node's raft address.
+    pub peers: BTreeMap<NodeId, SocketAddr>,
+    /// openraft's settings (heartbeats off: the pacer sends them).
+    pub config: Arc<openraft::Config>,
+    /// How often the pacer beats.
+    pub heartbeat: Duration,
+    /// How long a proposal or a read may wait.
+    pub timeout: Duration,
+    /// The node's group count, checked at every handshake.
+    pub groups: u32,
+    /// The node's core count, checked at every handshake.
+    pub cores: u32,
+}
+
+/// One group's starting point besides its state, made at open.
+#[derive(Debug)]
+pub struct GroupSeed {
+    /// The group.
+    pub group: u32,
+    /// The last log id its state reflects (its checkpoint's).
+    pub applied: Option<LogId>,
+    /// The membership its checkpoint holds.
+    pub membership: StoredMembership,
+    /// Its checkpoint as a raft snapshot, if it has one.
+    pub snapshot: Option<GroupSnapshot>,
+    /// Its rebuilt raft log.
+    pub image: LogImage,
+    /// Nothing was ever logged or voted for this group here.
+    pub fresh: bool,
+}
+
+/// Rebuilds every group's raft log and loads its checkpoint: each group's
+/// state with the rest of its seed. Replaces `recovered.raft` with the
+/// compacted logs (for `consolidate`).
+pub fn seed_groups(
+    data_dir: &Path,
+    recovered: &mut Recovered,
+    limits: &GroupLimits,
+) -> Result<Vec<(GroupState, GroupSeed)>> {
+    let checkpoints = DirCheckpoints::new(checkpoint_dir(data_dir));
+    let group_count = recovered.states.len() as u32;
+    let mut seeds = Vec::with_capacity(group_count as usize);
+    for group in 0..group_count {
+        let records = &mut recovered.raft[group as usize];
+        let image = LogImage::rebuild(records)?;
+        *records = image.compacted().iter().map(RaftRecord::encode).collect();
+        let seed = match checkpoints.load(group)? {
+            Some(checkpoint) => {
+                let (state, applied, membership, snapshot) = restore(&checkpoint, limits)?;
+                (state, GroupSeed { group, applied, membership, snapshot: Some(snapshot), image, fresh: false })
+            }
+            None => {
+                let fresh = image.is_empty() && image.vote().is_none() && image.last_purged().is_none();
+                let state = GroupState::new(group, group_count, limits.clone());
+                let membership = StoredMembership::default();
+                (state, GroupSeed { group, applied: None, membership, snapshot: None, image, fresh })
+            }
+        };
+        seeds.push(seed);
+    }
+    Ok(seeds)
+}
+
+/// What one core of a replicated node is handed.
+#[derive(Debug)]
+pub struct CoreCluster {
+    /// The cluster.
+    pub spec: ClusterSpec,
+    /// The seeds of the groups homed on this core.
+    pub seeds: Vec<GroupSeed>,
+    /// Connections peers dialled to this core.
+    pub incoming: Incoming,
+    /// Where the groups' raft checkpoints live.
+    pub checkpoint_dir: PathBuf,
+}
+
+/// A core's running consensus.
+#[derive(Debug)]
+pub struct CoreReplicas {
+    /// The core's connections to its peers' cores.
+    pub net: TcpNet,
+    /// The core's heartbeat timer.
+    pub pacer: Rc<Pacer>,
+    /// The replicas, by group.
+    pub replicas: BTreeMap<u32, Rc<GroupReplica>>,
+}
+
+/// Starts core `core`'s transport, pacer and replicas over `log`, each
+/// group from its state in `states`. Must run inside the core's executor.
+pub async fn start_core(
+    core: usize,
+    cluster: CoreCluster,
+    mut states: BTreeMap<u32, GroupState>,
+    log: Rc<dyn LogStore>,
+) -> Result<CoreReplicas> {
+    let CoreCluster { spec, seeds, incoming, checkpoint_dir } = cluster;
+    let core_index = u16::try_from(core).map_err(|_| Error::bad_request("more than 65535 cores"))?;
+    let hello = Hello::new(spec.cluster_id, spec.node, spec.groups, spec.cores).on_core(core_index);
+    let net = TcpNet::new(hello, spec.peers.clone());
+    let pacer = Pacer::new(spec.heartbeat);
+    let journal: Rc<dyn super::journal::RaftJournal> = Rc::new(super::journal::WalJournal::new(log));
+    let checkpoints: Rc<dyn super::checkpoint::CheckpointStore> = Rc::new(DirCheckpoints::new(checkpoint_dir));
+    let config = paced(&spec.config);
+    let mut replicas = BTreeMap::new();
+    let mut fresh = Vec::new();
+    for seed in seeds {
+        let group = seed.group;
+        let state = states
+            .remove(&group)
+            .ok_or_else(|| Error::new(crate::error::ErrorKind::Internal { what: "replicated group without state" }))?;
+        let start = ReplicaStart {
+            group,
+            node: spec.node,
+            boot: spec.boot,
+            state,
+            applied: seed.applied,
+            membership: seed.membership,
+            image: seed.image,
+            journal: journal.clone(),
+            config: config.clone(),
+            timeout: spec.timeout,
+            checkpoints: Some(checkpoints.clone()),
+            snapshot: seed.snapshot,
+        };
+        let replica = GroupReplica::start(start, TcpNetFactory::new(net.clone(), group)).await?;
+        net.serve_group(group, replica.raft().clone());
+        pacer.add(replica.raft().clone());
+        if seed.fresh {
+            fresh.push(replica.raft().clone());
+        }
+        replicas.insert(group, Rc::new(replica));
+    }
+    for raft in fresh {
+        let members = spec.members.clone();
+        drop(GlommioRt::spawn(async move {
+            // Every node initializes a fresh group with the same members;
+            // a node that already learnt the group from a peer is refused,
+            // which is fine.
+            if let Err(err) = raft.initialize(members).await {
+                tracing::debug!(error = %err, "group already initialized");
+            }
+        }));
+    }
+    let serving = net.clone();
+    drop(GlommioRt::spawn(async move {
+        let mut incoming = incoming;
+        while let Some((stream, hello)) = incoming.next().await {
+            let stream = glommio::net::TcpStream::from(socket2::Socket::from(stream));
+            serving.serve_accepted(stream, hello);
+        }
+    }));
+    drop(GlommioRt::spawn(pacer.clone().run()));
+    Ok(CoreReplicas { net, pacer, replicas })
+}

@@ -1,0 +1,146 @@
+//! Embedded cluster mode (`Config::cluster`): three engines in one process,
+//! each a node with its own data directory, replicating every group over
+//! loopback TCP.
+//!
+//! Checks: the nodes form the cluster on first start with no other step;
+//! a write is answered only by a group's leader and followers answer
+//! `NotLeader` (naming the leader once known); every acknowledged write is
+//! on every node, in order, after a follower and then the whole cluster
+//! restarted from disk; a single node's directory refuses cluster mode and
+//! a cluster's directory refuses single-node mode.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rill::{Append, ClusterConfig, Config, Create, Engine, ErrorCode, Read, StreamId};
+
+const GROUPS: u32 = 4;
+
+fn free_addr() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr")
+}
+
+fn cluster(node: u64, addrs: &[SocketAddr]) -> ClusterConfig {
+    let mut c = ClusterConfig::new(node)
+        .heartbeat(Duration::from_millis(50))
+        .election_timeout(Duration::from_millis(300), Duration::from_millis(600))
+        .request_timeout(Duration::from_secs(3));
+    for (i, addr) in addrs.iter().enumerate() {
+        c = c.member(i as u64 + 1, *addr, "");
+    }
+    c
+}
+
+fn open(dir: &std::path::Path, node: u64, addrs: &[SocketAddr]) -> Engine {
+    let config = Config::new(dir).cores(1).groups(GROUPS).pin_threads(false).cluster(cluster(node, addrs));
+    Engine::open(config).expect("node opens")
+}
+
+/// Runs `op` on each node in turn until one (the leader) takes it,
+/// retrying while a leader is being elected.
+fn on_leader<T>(nodes: &[&Engine], mut op: impl FnMut(&Engine) -> rill::Result<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        for node in nodes {
+            match op(node) {
+                Ok(value) => return value,
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        ErrorCode::NotLeader | ErrorCode::NoQuorum | ErrorCode::Indeterminate
+                    ) => {}
+                Err(e) => panic!("unexpected error: {e}"),
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader took the request within 20 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn read_all(nodes: &[&Engine], id: &StreamId) -> Bytes {
+    on_leader(nodes, |e| {
+        futures::executor::block_on(e.read(Read::new(id.clone()).max_len(1 << 20))).map(|r| r.payload)
+    })
+}
+
+#[test]
+fn three_embedded_nodes_replicate_and_survive_restarts() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let mut engines: Vec<Option<Engine>> =
+        (0..3).map(|i| Some(open(dirs[i].path(), i as u64 + 1, &addrs))).collect();
+    let id = StreamId::new("b", "s").expect("id");
+    let mut expected = Vec::new();
+    {
+        let nodes: Vec<&Engine> = engines.iter().flatten().collect();
+        on_leader(&nodes, |e| futures::executor::block_on(e.create(Create::new(id.clone()))));
+        for i in 0..20u32 {
+            let body = format!("[{i:03}]");
+            on_leader(&nodes, |e| {
+                futures::executor::block_on(e.append(Append::new(id.clone(), body.clone())))
+            });
+            expected.extend_from_slice(body.as_bytes());
+        }
+        assert_eq!(read_all(&nodes, &id), expected);
+        // Followers refuse, naming a leader.
+        let refusals: Vec<rill::Error> = nodes
+            .iter()
+            .filter_map(|e| futures::executor::block_on(e.append(Append::new(id.clone(), "x"))).err())
+            .collect();
+        assert!(refusals.len() >= 2, "at most one node leads the group");
+        for err in &refusals {
+            assert_eq!(err.code(), ErrorCode::NotLeader, "{err}");
+        }
+        // The one write that was accepted, if any, is part of the history.
+        if refusals.len() == 2 {
+            expected.extend_from_slice(b"x");
+        }
+    }
+    // Restart one node, then all of them; nothing acknowledged is lost.
+    let one = engines[1].take().expect("node 2");
+    futures::executor::block_on(one.shutdown()).expect("node 2 stops");
+    drop(one);
+    engines[1] = Some(open(dirs[1].path(), 2, &addrs));
+    {
+        let nodes: Vec<&Engine> = engines.iter().flatten().collect();
+        for i in 20..30u32 {
+            let body = format!("[{i:03}]");
+            on_leader(&nodes, |e| {
+                futures::executor::block_on(e.append(Append::new(id.clone(), body.clone())))
+            });
+            expected.extend_from_slice(body.as_bytes());
+        }
+        assert_eq!(read_all(&nodes, &id), expected);
+    }
+    for slot in engines.iter_mut() {
+        let engine = slot.take().expect("node");
+        futures::executor::block_on(engine.shutdown()).expect("node stops");
+    }
+    let engines: Vec<Engine> = (0..3).map(|i| open(dirs[i].path(), i as u64 + 1, &addrs)).collect();
+    let nodes: Vec<&Engine> = engines.iter().collect();
+    assert_eq!(read_all(&nodes, &id), expected, "the whole cluster restarted with every acknowledged write");
+    for engine in engines {
+        futures::executor::block_on(engine.shutdown()).expect("node stops");
+    }
+    // A cluster's directory refuses to open as a single node.
+    let err =
+        Engine::open(Config::new(dirs[0].path()).cores(1).groups(GROUPS).pin_threads(false)).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ShapeMismatch, "{err}");
+}
+
+#[test]
+fn a_single_nodes_data_refuses_cluster_mode() {
+    let dir = tempfile::tempdir().expect("dir");
+    let single =
+        Engine::open(Config::new(dir.path()).cores(1).groups(GROUPS).pin_threads(false)).expect("opens");
+    let id = StreamId::new("b", "s").expect("id");
+    futures::executor::block_on(single.create(Create::new(id))).expect("create");
+    futures::executor::block_on(single.shutdown()).expect("stops");
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let config =
+        Config::new(dir.path()).cores(1).groups(GROUPS).pin_threads(false).cluster(cluster(1, &addrs));
+    let err = Engine::open(config).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ShapeMismatch, "{err}");
+}
