@@ -21,6 +21,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
 use super::command::{map_request, AppendCmd, Command, CreateCmd, ForkSpec, Live, ReadCmd};
+use super::forward::{forward, Replayable, FORWARDED};
 use super::headers as h;
 use super::json;
 use super::observe;
@@ -61,6 +62,33 @@ async fn serve(ctx: &Rc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>, 
         }
         Err(e) => return Err(Failure::bad_request(format!("could not read the request body: {e}"))),
     };
+    let cluster = ctx.engine.config().cluster_config();
+    let replay = (cluster.is_some() && !parts.headers.contains_key(FORWARDED)).then(|| Replayable {
+        method: parts.method.clone(),
+        uri: parts.uri.clone(),
+        headers: parts.headers.clone(),
+        body: body.clone(),
+    });
+    let result = execute(ctx, &parts, body).await;
+    match (result, replay, cluster) {
+        (Err(failure), Some(replay), Some(cluster)) => {
+            // A follower of the stream's group: on to its leader.
+            let leader = failure.leader.filter(|n| *n != cluster.node());
+            match leader.and_then(|n| cluster.members().get(&n)).filter(|m| !m.http_addr.is_empty()) {
+                Some(member) => forward(&member.http_addr, replay).await,
+                None => Err(failure),
+            }
+        }
+        (result, _, _) => result,
+    }
+}
+
+/// Runs one mapped request on this node's engine.
+async fn execute(
+    ctx: &Rc<Ctx>,
+    parts: &http::request::Parts,
+    body: Bytes,
+) -> Result<Response<Body>, Failure> {
     let command = map_request(&parts.method, &parts.uri, &parts.headers, body)?;
     match command {
         Command::Health => Ok(observe::health(&ctx.engine)),

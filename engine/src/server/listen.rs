@@ -121,7 +121,7 @@ async fn accept_loop(
     shared: Arc<Shared>,
     ready: crossbeam_channel::Sender<Result<usize, String>>,
 ) {
-    let listener = match TcpListener::bind(addr) {
+    let listener = match bind_reusable(addr) {
         Ok(l) => {
             let _ = ready.send(Ok(core));
             l
@@ -210,4 +210,23 @@ async fn serve_connection(ctx: Rc<Ctx>, stream: TcpStream, here: Rc<Cell<usize>>
             let _ = conn.await;
         }
     }
+}
+
+/// A listener for one core: `SO_REUSEPORT` (one per core on one port) and
+/// `SO_REUSEADDR`, which the connections it accepts inherit; without it a
+/// server killed with connections open leaves sockets that keep a
+/// restarted server from binding its own port for minutes.
+#[allow(unsafe_code)]
+fn bind_reusable(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use std::os::fd::IntoRawFd;
+    let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    let fd = socket.into_raw_fd();
+    // SAFETY: `fd` is the listening socket just created above; `into_raw_fd`
+    // gave up its ownership, so the listener becomes its only owner and
+    // closes it once.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }

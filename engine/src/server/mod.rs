@@ -20,6 +20,7 @@
 
 mod cli;
 mod command;
+mod forward;
 mod handler;
 mod headers;
 mod io;

@@ -31,12 +31,15 @@ pub struct Failure {
     pub message: String,
     /// Extra protocol headers (name, value).
     pub headers: Vec<(&'static str, String)>,
+    /// The group's leader, when this node is a follower that knows it
+    /// (the server forwards the request there).
+    pub leader: Option<u64>,
 }
 
 impl Failure {
     /// A failure with a status, a stable code and a message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Failure { status, code, message: message.into(), headers: Vec::new() }
+        Failure { status, code, message: message.into(), headers: Vec::new(), leader: None }
     }
 
     /// A 400.
@@ -152,6 +155,7 @@ impl From<&Error> for Failure {
             ErrorKind::ProducerFenced { current_epoch, .. } => {
                 failure = failure.with_header(h::PRODUCER_EPOCH, current_epoch.to_string());
             }
+            ErrorKind::NotLeader { leader, .. } => failure.leader = *leader,
             _ => {}
         }
         if err.class() == ErrorClass::Temporary || code == ErrorCode::ShuttingDown {
