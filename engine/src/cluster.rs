@@ -47,14 +47,14 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// Node `node` of a cluster whose members are added with
     /// [`Self::member`] (or parsed with [`Self::parse_members`]).
-    /// Defaults: heartbeats every 100 ms, elections after 500–1000 ms of
+    /// Defaults: heartbeats every 100 ms, elections after 300–600 ms of
     /// silence, a 5 s request timeout, a raft checkpoint every 4096 entries.
     pub fn new(node: u64) -> Self {
         ClusterConfig {
             node,
             members: BTreeMap::new(),
             heartbeat: Duration::from_millis(100),
-            election: (Duration::from_millis(500), Duration::from_millis(1000)),
+            election: (Duration::from_millis(300), Duration::from_millis(600)),
             request_timeout: Duration::from_secs(5),
             snapshot_every: 4096,
         }
@@ -99,7 +99,7 @@ impl ClusterConfig {
         self
     }
 
-    /// The range an election timeout is drawn from. Default 500–1000 ms.
+    /// The range an election timeout is drawn from. Default 300–600 ms.
     pub fn election_timeout(mut self, min: Duration, max: Duration) -> Self {
         self.election = (min, max);
         self

@@ -6,7 +6,7 @@
 //! connection with the same sequence number. Meanwhile the test finds the
 //! stream's leader (the one node that serves a request marked as already
 //! forwarded), kills it with SIGKILL, and restarts it on the same directory
-//! and ports, `RILL_CLUSTER_KILLS` times (default 5). Afterwards, through
+//! and ports, `RILL_CLUSTER_KILLS` times (default 20). Afterwards, through
 //! every node, the stream holds every acknowledged append exactly once and
 //! in order, and nothing that was never sent. Each kill's time to the next
 //! acknowledged append is printed (the failover time a client sees).
@@ -155,7 +155,7 @@ fn read_seqs(base: &str) -> Vec<u64> {
 
 #[test]
 fn acknowledged_appends_survive_leader_kills() {
-    let kills: usize = std::env::var("RILL_CLUSTER_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let kills: usize = std::env::var("RILL_CLUSTER_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let root = tempfile::tempdir().expect("temp dir");
     let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
     let members: Vec<String> = ports
@@ -211,12 +211,11 @@ fn acknowledged_appends_survive_leader_kills() {
         })
     };
     let mut failovers = Vec::new();
-    for round in 0..kills {
-        std::thread::sleep(Duration::from_millis(400));
-        let Some(leader) = (0..3).find(|i| nodes[*i].leads()) else {
-            std::thread::sleep(Duration::from_millis(200));
-            continue;
-        };
+    let deadline = Instant::now() + Duration::from_secs(60 + 10 * kills as u64);
+    while failovers.len() < kills {
+        assert!(Instant::now() < deadline, "only {} kills in time", failovers.len());
+        std::thread::sleep(Duration::from_millis(300));
+        let Some(leader) = (0..3).find(|i| nodes[*i].leads()) else { continue };
         let before = acked.load(Ordering::Relaxed);
         let killed_at = Instant::now();
         nodes[leader].kill();
@@ -226,7 +225,7 @@ fn acknowledged_appends_survive_leader_kills() {
         }
         let took = last_ack_at.lock().saturating_duration_since(killed_at);
         failovers.push(took);
-        eprintln!("kill {round}: node {} down; next ack after {took:?}", leader + 1);
+        eprintln!("kill {}: node {} down; next ack after {took:?}", failovers.len(), leader + 1);
         nodes[leader].start();
     }
     std::thread::sleep(Duration::from_millis(300));
