@@ -49,6 +49,21 @@ pub struct GroupMetrics {
     /// Fork messages the group owes other groups (its fork outbox), as
     /// applied; the engine's fork keeper delivers them.
     pub fork_outbox: AtomicU64,
+    /// A replicated group's raft term on this replica (all `raft_*`
+    /// fields stay zero on a single node).
+    pub raft_term: AtomicU64,
+    /// The leader this replica follows (0: none known).
+    pub raft_leader: AtomicU64,
+    /// 1 while this replica leads.
+    pub raft_leading: AtomicU64,
+    /// Index of this replica's last log entry.
+    pub raft_last_log: AtomicU64,
+    /// Index of the last entry it applied.
+    pub raft_applied: AtomicU64,
+    /// Terms this replica saw begin (each an election somewhere).
+    pub raft_elections: AtomicU64,
+    /// On a leader: the most entries a follower is behind (0 elsewhere).
+    pub raft_follower_lag: AtomicU64,
 }
 
 impl GroupMetrics {
@@ -85,6 +100,12 @@ impl GroupMetrics {
             flushed_bytes: self.flushed_bytes.load(Relaxed),
             gc_entries: self.gc_entries.load(Relaxed),
             fork_outbox: self.fork_outbox.load(Relaxed),
+            raft_term: self.raft_term.load(Relaxed),
+            raft_leader: self.raft_leader.load(Relaxed),
+            raft_leading: self.raft_leading.load(Relaxed) == 1,
+            raft_commit_lag: self.raft_last_log.load(Relaxed).saturating_sub(self.raft_applied.load(Relaxed)),
+            raft_elections: self.raft_elections.load(Relaxed),
+            raft_follower_lag: self.raft_follower_lag.load(Relaxed),
         }
     }
 }
@@ -328,6 +349,18 @@ pub struct GroupMetricsSnapshot {
     pub gc_entries: u64,
     /// Fork messages the group owes other groups, not yet delivered.
     pub fork_outbox: u64,
+    /// A replicated group's raft term here (0 on a single node).
+    pub raft_term: u64,
+    /// The leader this replica follows (0: none known, or a single node).
+    pub raft_leader: u64,
+    /// Whether this replica leads.
+    pub raft_leading: bool,
+    /// Entries in this replica's log not yet applied here.
+    pub raft_commit_lag: u64,
+    /// Terms this replica saw begin.
+    pub raft_elections: u64,
+    /// On a leader: the most entries a follower is behind.
+    pub raft_follower_lag: u64,
 }
 
 /// A point-in-time copy of one core's metrics.

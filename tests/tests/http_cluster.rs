@@ -216,6 +216,36 @@ fn acknowledged_appends_survive_leader_kills() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // `/metrics` names each group's leader: within a few heartbeats every
+    // group has exactly one node that leads it, and every node names it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let per_node: Vec<String> = bases
+            .iter()
+            .map(|b| try_call("GET", &format!("{b}/metrics"), &[], b"").map(|r| r.text()).unwrap_or_default())
+            .collect();
+        let settled = (0..8).all(|g| {
+            let leading = per_node
+                .iter()
+                .filter(|m| m.contains(&format!("rill_group_raft_leading{{group=\"{g}\"}} 1")))
+                .count();
+            let named: Vec<&str> = per_node
+                .iter()
+                .filter_map(|m| {
+                    m.lines().find(|l| l.starts_with(&format!("rill_group_raft_leader{{group=\"{g}\"}} ")))
+                })
+                .collect();
+            leading == 1
+                && named.len() == 3
+                && named.iter().all(|l| *l == named[0])
+                && !named[0].ends_with(" 0")
+        });
+        if settled {
+            break;
+        }
+        assert!(Instant::now() < deadline, "groups did not settle on one leader each: {per_node:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicU64::new(0));
     let last_ack_at = Arc::new(parking_lot::Mutex::new(Instant::now()));

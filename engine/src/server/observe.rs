@@ -86,6 +86,9 @@ pub(crate) fn render(engine: &Engine, stats: &HttpStats) -> String {
         "gauge",
         m.groups.iter().map(|g| g.fork_outbox).sum(),
     );
+    if engine.config().cluster_config().is_some() {
+        raft_lines(&mut out, &m.groups);
+    }
     let _ = writeln!(out, "# HELP rill_core_routed_requests_total Requests routed, per core.\n# TYPE rill_core_routed_requests_total counter");
     for c in &m.cores {
         let _ = writeln!(out, "rill_core_routed_requests_total{{core=\"{}\"}} {}", c.core, c.routed_requests);
@@ -181,4 +184,35 @@ pub(crate) fn metrics(engine: &Engine, stats: &HttpStats) -> Response<Body> {
         .content_type("text/plain; version=0.0.4")
         .bytes(Bytes::from(render(engine, stats)))
         .build()
+}
+
+/// A replicated node's per-group consensus state (leader, term, lags,
+/// elections), one line per group and metric.
+fn raft_lines(out: &mut String, groups: &[crate::GroupMetricsSnapshot]) {
+    type GroupValue = fn(&crate::GroupMetricsSnapshot) -> u64;
+    let per_group: [(&str, &str, &str, GroupValue); 6] = [
+        ("rill_group_raft_term", "The group's raft term on this node.", "gauge", |g| g.raft_term),
+        ("rill_group_raft_leader", "The node this replica follows (0: none known).", "gauge", |g| {
+            g.raft_leader
+        }),
+        ("rill_group_raft_leading", "1 while this node leads the group.", "gauge", |g| {
+            u64::from(g.raft_leading)
+        }),
+        ("rill_group_raft_commit_lag", "Log entries not yet applied on this node.", "gauge", |g| {
+            g.raft_commit_lag
+        }),
+        (
+            "rill_group_raft_follower_lag",
+            "On the leader: the most entries a follower is behind.",
+            "gauge",
+            |g| g.raft_follower_lag,
+        ),
+        ("rill_group_raft_elections_total", "Terms this replica saw begin.", "counter", |g| g.raft_elections),
+    ];
+    for (name, help, kind, value) in per_group {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for g in groups {
+            let _ = writeln!(out, "{name}{{group=\"{}\"}} {}", g.group, value(g));
+        }
+    }
 }

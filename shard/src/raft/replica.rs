@@ -231,6 +231,8 @@ pub struct ReplicaStatus {
     /// Index of its last log entry and of its last applied one.
     pub last_log: Option<u64>,
     pub applied: Option<u64>,
+    /// On a leader: the most entries a follower is behind its log.
+    pub follower_lag: u64,
 }
 
 /// One node's replica of one group.
@@ -301,6 +303,15 @@ impl GroupReplica {
             leading: m.state == openraft::ServerState::Leader,
             last_log: m.last_log_index,
             applied: m.last_applied.map(|a| a.index),
+            follower_lag: m.replication.as_ref().map_or(0, |followers| {
+                let last = m.last_log_index.unwrap_or(0);
+                followers
+                    .iter()
+                    .filter(|(node, _)| **node != self.node)
+                    .map(|(_, matched)| last.saturating_sub(matched.map_or(0, |l| l.index)))
+                    .max()
+                    .unwrap_or(0)
+            }),
         }
     }
 

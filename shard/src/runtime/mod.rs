@@ -244,6 +244,11 @@ pub async fn run_core(spec: CoreSpec) {
     tasks.push(glommio::spawn_local(async move { log_pressure::checkpoint_loop(c).await }).detach());
     let c = core.clone();
     tasks.push(glommio::spawn_local(async move { cold::cold_loop(c).await }).detach());
+    if core.replicas.is_some() {
+        let c = core.clone();
+        let every = Duration::from_millis(200);
+        tasks.push(glommio::spawn_local(async move { replicated::publish_raft_metrics(c, every).await }).detach());
+    }
 
     let done = dispatch_loop(&core, &mailbox).await;
     stop(&core).await;

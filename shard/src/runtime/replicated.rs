@@ -150,3 +150,25 @@ impl Group {
         }
     }
 }
+
+/// Publishes every replicated group's raft state into its metrics (read by
+/// `Engine::metrics` and `/metrics` on other threads), every `every`.
+pub(super) async fn publish_raft_metrics(core: Rc<Core>, every: std::time::Duration) {
+    loop {
+        for group in core.groups.values() {
+            let Some(replica) = &group.replica else { continue };
+            let status = replica.status();
+            let m = &group.metrics;
+            let before = m.raft_term.swap(status.term, Relaxed);
+            if status.term > before {
+                m.raft_elections.fetch_add(1, Relaxed);
+            }
+            m.raft_leader.store(status.leader.unwrap_or(0), Relaxed);
+            m.raft_leading.store(u64::from(status.leading), Relaxed);
+            m.raft_last_log.store(status.last_log.unwrap_or(0), Relaxed);
+            m.raft_applied.store(status.applied.unwrap_or(0), Relaxed);
+            m.raft_follower_lag.store(status.follower_lag, Relaxed);
+        }
+        glommio::timer::sleep(every).await;
+    }
+}
