@@ -6,7 +6,9 @@
 //! a write is answered only by a group's leader and followers answer
 //! `NotLeader` (naming the leader once known); every acknowledged write is
 //! on every node, in order, after a follower and then the whole cluster
-//! restarted from disk; a single node's directory refuses cluster mode and
+//! restarted from disk, and every replica, read as it stands
+//! (`Read::allow_stale`), holds the same bytes; a single node's directory
+//! refuses cluster mode and
 //! a cluster's directory refuses single-node mode.
 
 use std::net::{SocketAddr, TcpListener};
@@ -121,6 +123,20 @@ fn three_embedded_nodes_replicate_and_survive_restarts() {
     let engines: Vec<Engine> = (0..3).map(|i| open(dirs[i].path(), i as u64 + 1, &addrs)).collect();
     let nodes: Vec<&Engine> = engines.iter().collect();
     assert_eq!(read_all(&nodes, &id), expected, "the whole cluster restarted with every acknowledged write");
+    // Every replica, read as it stands (`allow_stale`, served by followers
+    // too), converges to the same bytes.
+    for (i, node) in nodes.iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let read = Read::new(id.clone()).max_len(1 << 20).allow_stale(true);
+            let got = futures::executor::block_on(node.read(read)).map(|r| r.payload);
+            if got.as_ref().is_ok_and(|b| *b == expected) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "replica {} never converged: {got:?}", i + 1);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     for engine in engines {
         futures::executor::block_on(engine.shutdown()).expect("node stops");
     }

@@ -455,7 +455,7 @@ impl Group {
                 }
                 None => {
                     let (offset, max_len, records) = position;
-                    let read = Read { id: id.clone(), offset, max_len, records };
+                    let read = Read { id: id.clone(), offset, max_len, records, stale: false };
                     let r = self.read_now(core, &read, now);
                     shared.insert(position, r.clone());
                     r
@@ -586,7 +586,7 @@ async fn watch(core: Rc<Core>, wid: WaiterId, timeout: Duration) {
         return; // the caller dropped its future: nothing to answer
     }
     let Some(group) = core.groups.get(&w.group) else { return };
-    let read = Read { id: w.stream.clone(), offset: w.offset, max_len: w.max_len, records: w.records };
+    let read = Read { id: w.stream.clone(), offset: w.offset, max_len: w.max_len, records: w.records, stale: false };
     let result = group.read_now(&core, &read, core.now_ms());
     group.answer(&core, result.map(Reply::Read), w.reply, w.sent_at, LatencyKind::Read);
 }

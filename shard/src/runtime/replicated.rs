@@ -14,7 +14,9 @@
 //!   receive, reclaim) wait in the group task.
 //! * Every read first confirms leadership with a quorum (ReadIndex) and
 //!   waits until this node applied everything committed then, then reads
-//!   the shared state exactly as a single node does.
+//!   the shared state exactly as a single node does; a read that allows
+//!   staleness (`Read::allow_stale`) skips the round and reads this
+//!   replica's applied state, leader or follower.
 //! * A follower answers `NotLeader`, naming the leader when it knows it;
 //!   an election or a lost quorum answers `NoQuorum` or `Indeterminate`
 //!   within the request timeout (`replica.rs`).
@@ -56,6 +58,8 @@ impl Group {
     pub(super) async fn replicated_precheck(&self, replica: &GroupReplica, request: &Request) -> Result<()> {
         match request {
             Request::Mutate(_) | Request::Receive(_) | Request::Reclaim(_) => Ok(()),
+            // The caller asked for this replica's state as it stands.
+            Request::Read(read) | Request::WaitRead { read, .. } if read.stale => Ok(()),
             Request::SnapshotGroup | Request::InstallGroupSnapshot(_) => Err(Error::bad_request(
                 "group snapshots move between replicas through raft, not through the engine's API",
             )),

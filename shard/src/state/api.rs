@@ -242,12 +242,25 @@ pub struct Read {
     pub max_len: usize,
     /// Read whole records (see [`Read::records`]).
     pub records: bool,
+    /// Serve from this replica's state without confirming leadership (see
+    /// [`Read::allow_stale`]).
+    pub stale: bool,
 }
 
 impl Read {
     /// A read of `id` from offset 0, at most [`DEFAULT_READ_MAX_LEN`] bytes.
     pub fn new(id: StreamId) -> Self {
-        Read { id, offset: 0, max_len: DEFAULT_READ_MAX_LEN, records: false }
+        Read { id, offset: 0, max_len: DEFAULT_READ_MAX_LEN, records: false, stale: false }
+    }
+    /// On a replicated node, reads this node's replica as it stands,
+    /// leader or follower, without a quorum round: faster, and on a
+    /// follower possibly behind the leader (never ahead of what was
+    /// committed, never a byte that is not in the log). Without it a read
+    /// is linearizable and a follower answers `NotLeader`. No effect on a
+    /// single node.
+    pub fn allow_stale(mut self, stale: bool) -> Self {
+        self.stale = stale;
+        self
     }
     /// Reads whole records: the reply starts at the first record boundary
     /// at or after `offset` (a read starting inside a record skips to the
