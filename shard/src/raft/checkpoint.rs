@@ -136,7 +136,7 @@ impl CheckpointStore for DirCheckpoints {
         let (dir, path) = (self.dir.clone(), self.path(group));
         Box::pin(crate::local::blocking::run(move || -> Result<()> {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io_at("create checkpoint directory", &dir, e))?;
-            crate::wal::recovery::write_atomically(&path, &bytes)?;
+            crate::wal::device::write_atomically(&path, &bytes)?;
             crate::wal::device::sync_dir(&dir)
         }))
     }

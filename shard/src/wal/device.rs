@@ -542,3 +542,18 @@ impl WalDir for MappedDir {
 
 #[cfg(any(test, feature = "internals"))]
 pub use super::twins::{Fault, FaultyDir, MemDir};
+
+/// Writes `bytes` as the checkpoint-directory file `path` atomically: to
+/// `<path>.tmp`, fsynced, then renamed over `path` (the caller syncs the
+/// directory). Group checkpoints, raft log files and raft checkpoints all
+/// go through here.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io_at("create checkpoint", &tmp, e))?;
+    file.write_all(bytes).map_err(|e| Error::io_at("write checkpoint", &tmp, e))?;
+    file.sync_all().map_err(|e| Error::io_at("sync checkpoint", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io_at("rename checkpoint", path, e))
+}

@@ -88,7 +88,7 @@ pub fn read(checkpoint_dir: &Path, group: u32) -> Result<Option<Vec<Vec<u8>>>> {
 
 /// Writes group `group`'s file atomically (the caller syncs the directory).
 pub fn write(checkpoint_dir: &Path, group: u32, records: &[Vec<u8>]) -> Result<()> {
-    super::recovery::write_atomically(&path(checkpoint_dir, group), &encode(group, records))
+    super::device::write_atomically(&path(checkpoint_dir, group), &encode(group, records))
 }
 
 #[cfg(test)]
