@@ -7,7 +7,9 @@
 //! last submitted entry is durable). Live reads that find nothing park in
 //! the core's waiter registry; the group's effects wake them. Admission for
 //! uncommitted bytes and live readers happens here, before anything is
-//! applied, so a rejected request changes nothing.
+//! applied, so a rejected request changes nothing. A replicated group's
+//! requests go through `replicated.rs` first: mutations are proposed and
+//! answered once applied, reads confirm leadership before they run here.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
