@@ -267,9 +267,11 @@ impl Group {
         sent_at: Instant,
         kind: LatencyKind,
     ) {
-        if let (Some(replica), Some(this)) = (&self.replica, core.groups.get(&self.id)) {
-            let cmd = Command { now_ms, op };
-            return this.propose_pipelined(core, replica, cmd, tx, sent_at, kind).await;
+        if let Some(replica) = &self.replica {
+            if let Some(this) = core.groups.get(&self.id) {
+                let cmd = Command { now_ms, op };
+                return this.propose_pipelined(core, replica, cmd, tx, sent_at, kind).await;
+            }
         }
         self.mutate_then(core, now_ms, op, tx, sent_at, kind, |result| result.map(Reply::Applied)).await
     }
