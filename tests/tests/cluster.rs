@@ -61,6 +61,16 @@ fn on_leader<T>(nodes: &[&Engine], mut op: impl FnMut(&Engine) -> rill::Result<T
     }
 }
 
+/// Appends `[i]` for each `i` of `range` through whichever node leads,
+/// adding each acknowledged body to `expected`.
+fn append_numbered(nodes: &[&Engine], id: &StreamId, range: std::ops::Range<u32>, expected: &mut Vec<u8>) {
+    for i in range {
+        let body = format!("[{i:03}]");
+        on_leader(nodes, |e| futures::executor::block_on(e.append(Append::new(id.clone(), body.clone()))));
+        expected.extend_from_slice(body.as_bytes());
+    }
+}
+
 fn read_all(nodes: &[&Engine], id: &StreamId) -> Bytes {
     on_leader(nodes, |e| {
         futures::executor::block_on(e.read(Read::new(id.clone()).max_len(1 << 20))).map(|r| r.payload)
@@ -78,13 +88,7 @@ fn three_embedded_nodes_replicate_and_survive_restarts() {
     {
         let nodes: Vec<&Engine> = engines.iter().flatten().collect();
         on_leader(&nodes, |e| futures::executor::block_on(e.create(Create::new(id.clone()))));
-        for i in 0..20u32 {
-            let body = format!("[{i:03}]");
-            on_leader(&nodes, |e| {
-                futures::executor::block_on(e.append(Append::new(id.clone(), body.clone())))
-            });
-            expected.extend_from_slice(body.as_bytes());
-        }
+        append_numbered(&nodes, &id, 0..20, &mut expected);
         assert_eq!(read_all(&nodes, &id), expected);
         // Followers refuse, naming a leader.
         let refusals: Vec<rill::Error> = nodes
@@ -107,13 +111,7 @@ fn three_embedded_nodes_replicate_and_survive_restarts() {
     engines[1] = Some(open(dirs[1].path(), 2, &addrs));
     {
         let nodes: Vec<&Engine> = engines.iter().flatten().collect();
-        for i in 20..30u32 {
-            let body = format!("[{i:03}]");
-            on_leader(&nodes, |e| {
-                futures::executor::block_on(e.append(Append::new(id.clone(), body.clone())))
-            });
-            expected.extend_from_slice(body.as_bytes());
-        }
+        append_numbered(&nodes, &id, 20..30, &mut expected);
         assert_eq!(read_all(&nodes, &id), expected);
     }
     for slot in engines.iter_mut() {
