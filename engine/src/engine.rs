@@ -86,7 +86,8 @@ impl Engine {
         config.check()?;
         let lock = shape::lock(&config.data_dir)?;
         shape::check_or_record(&config.data_dir, config.groups, config.cores)?;
-        let (states, seeds) = recover_states(&config)?;
+        let (states, seeds, next_lsn) = recover_states(&config)?;
+        let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(&config, next_lsn));
         let (acceptor, cluster) = match (&config.cluster, seeds) {
             (Some(cluster), Some(seeds)) => {
                 let spec = cluster.spec(config.groups, config.cores)?;
@@ -103,7 +104,7 @@ impl Engine {
         let packs = Arc::new(FsPackDir::open(rill_shard::node::cold_dir(&config.data_dir))?);
         let clock = config.clock.clone().unwrap_or_else(system_clock);
         let (mailboxes, specs) =
-            core_specs(&config, packs, states, cluster, &core_metrics, &group_metrics, &clock);
+            core_specs(&config, packs, states, cluster, (&core_metrics, &group_metrics), &clock, log_factory);
         let executors = Executors::start(specs, config.pin_threads, config.io_memory_bytes)?;
         tracing::info!(cores = config.cores, groups = config.groups, dir = %config.data_dir.display(), "engine open");
         let engine = Engine {
@@ -644,8 +645,9 @@ type Seeds = Option<Vec<rill_shard::cluster::GroupSeed>>;
 /// Recovers every group's state from the data directory (checkpoints plus
 /// WAL replay), consolidates the WAL into fresh checkpoints and sweeps
 /// orphan pack files (SPEC §6). A replicated node's groups come from their
-/// raft checkpoints and logs instead, with their seeds.
-fn recover_states(config: &Config) -> Result<(Vec<GroupState>, Seeds)> {
+/// raft checkpoints and logs instead, with their seeds. Also returns the
+/// first LSN the run's logs take (past every earlier one).
+fn recover_states(config: &Config) -> Result<(Vec<GroupState>, Seeds, u64)> {
     let started = Instant::now();
     let mut recovered = recovery::recover(&config.data_dir, config.groups, &config.limits.group)?;
     if config.cluster.is_some() {
@@ -664,7 +666,7 @@ fn recover_states(config: &Config) -> Result<(Vec<GroupState>, Seeds)> {
         recovery::consolidate(&config.data_dir, &recovered, config.cores)?;
         tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "replicated recovery done");
         let (states, seeds) = seeded.into_iter().unzip();
-        return Ok((states, Some(seeds)));
+        return Ok((states, Some(seeds), recovered.next_lsn));
     }
     if recovered.has_raft_records() {
         // A replicated node's directory: its groups' state lives in their
@@ -689,7 +691,7 @@ fn recover_states(config: &Config) -> Result<(Vec<GroupState>, Seeds)> {
     if orphans > 0 {
         tracing::info!(count = orphans, "removed orphan pack files");
     }
-    Ok((recovered.states, None))
+    Ok((recovered.states, None, recovered.next_lsn))
 }
 
 /// One mailbox and one core spec per core, each core holding the groups
@@ -703,11 +705,10 @@ fn core_specs(
         Vec<rill_shard::cluster::GroupSeed>,
         Vec<rill_shard::cluster::Incoming>,
     )>,
-    core_metrics: &[Arc<CoreMetrics>],
-    group_metrics: &[Arc<GroupMetrics>],
+    (core_metrics, group_metrics): (&[Arc<CoreMetrics>], &[Arc<GroupMetrics>]),
     clock: &rill_shard::node::Clock,
+    log_factory: LogFactory,
 ) -> (Vec<MailboxSender>, Vec<CoreSpec>) {
-    let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(config));
     let mut homed: Vec<Vec<(GroupState, Arc<GroupMetrics>)>> =
         (0..config.cores).map(|_| Vec::new()).collect();
     for state in states {
@@ -731,6 +732,7 @@ fn core_specs(
                 seeds,
                 incoming,
                 checkpoint_dir: recovery::checkpoint_dir(&config.data_dir),
+                wal_bytes: config.checkpoint.wal_bytes,
             });
         }
     }
@@ -758,13 +760,14 @@ fn core_specs(
     (mailboxes, specs)
 }
 
-/// The default log: one WAL per core under `<data>/wal/core-<n>/`.
-fn wal_factory(config: &Config) -> LogFactory {
+/// The default log: one WAL per core under `<data>/wal/core-<n>/`, its
+/// LSNs starting at `first_lsn`.
+fn wal_factory(config: &Config, first_lsn: u64) -> LogFactory {
     let data_dir = config.data_dir.clone();
     let wal = config.wal.clone();
     Arc::new(move |core| {
         let dir = wal.open_dir(&recovery::wal_dir(&data_dir, core));
-        Box::new(WalLog::start(dir, core as u32, wal.clone())) as Box<dyn LogStore>
+        Box::new(WalLog::start_at(dir, core as u32, wal.clone(), first_lsn)) as Box<dyn LogStore>
     })
 }
 

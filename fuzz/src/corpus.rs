@@ -605,17 +605,35 @@ fn raft_seeds(out: &mut Out, commands: &[Command]) {
 
     // raft_log_file: files of the sample log (whole and compacted), an
     // empty one, one of bodies that are not raft records; the framing of the
-    // sample log's file as the target wraps it ([u32 group][u8 count]
-    // [records]); recipes.
+    // sample log's file as the target wraps it ([u32 group][u64 through]
+    // [u8 count][records]); recipes.
     let bodies: Vec<Vec<u8>> = log.iter().map(RaftRecord::encode).collect();
-    let file = raft_file::encode(2, &bodies);
+    let file = raft_file::encode(2, 1 << 20, &bodies);
     out.add_damaged("raft_log_file", "log", file.clone(), 3);
     let image = LogImage::rebuild(&bodies).expect("the sample raft log rebuilds");
     let compacted: Vec<Vec<u8>> = image.compacted().iter().map(RaftRecord::encode).collect();
-    out.add("raft_log_file", "compacted", raft_file::encode(2, &compacted));
-    out.add("raft_log_file", "empty", raft_file::encode(0, &[]));
-    out.add("raft_log_file", "not-raft-records", raft_file::encode(7, &[vec![1, 2, 3], vec![0xff; 40]]));
+    out.add("raft_log_file", "compacted", raft_file::encode(2, 77, &compacted));
+    out.add("raft_log_file", "empty", raft_file::encode(0, 0, &[]));
+    // Version 1 (no `through`), as consolidation wrote it before.
+    let mut v1 = raft_file::MAGIC.to_vec();
+    v1.extend_from_slice(&1u16.to_le_bytes());
+    v1.extend_from_slice(&[0, 0]);
+    v1.extend_from_slice(&2u32.to_le_bytes());
+    v1.extend_from_slice(&(compacted.len() as u32).to_le_bytes());
+    for body in &compacted {
+        v1.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        v1.extend_from_slice(body);
+    }
+    let checksum = blake3::hash(&v1);
+    v1.extend_from_slice(checksum.as_bytes());
+    out.add_damaged("raft_log_file", "version1", v1, 2);
+    out.add(
+        "raft_log_file",
+        "not-raft-records",
+        raft_file::encode(7, u64::MAX, &[vec![1, 2, 3], vec![0xff; 40]]),
+    );
     let mut framed = 2u32.to_le_bytes().to_vec();
+    framed.extend_from_slice(&(1u64 << 20).to_le_bytes());
     framed.push(bodies.len() as u8);
     framed.extend_from_slice(&file[raft_file::HEADER_LEN..file.len() - 32]);
     out.add_damaged("raft_log_file", "framed", framed, 2);

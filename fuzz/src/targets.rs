@@ -32,7 +32,7 @@ use rill_shard::wal::format::{
     decode_record_at, encode_record, next_block, pad_to_block, RecordAt, RecordKind, RecordRef,
     SegmentHeader, HEADER_LEN, MAGIC, RECORD_HEADER_LEN,
 };
-use rill_shard::wal::raft_file;
+use rill_shard::wal::raft_file::{self, RaftLogFile};
 use rill_shard::wal::scan::{scan_segment, ScanEnd, SegmentScan};
 use rill_shard::{ErrorCode, StreamId};
 
@@ -722,11 +722,11 @@ fn built_membership(c: &mut Cursor<'_>) -> WireMembership {
 pub fn raft_log_file(data: &[u8]) {
     check_raft_log_file(data);
     let mut c = Cursor::new(data);
-    let (group, count) = (c.u32(), u32::from(c.u8()));
-    check_raft_log_file(&wrap_raft_log(group, count, c.rest()));
+    let (group, through, count) = (c.u32(), c.u64(), u32::from(c.u8()));
+    check_raft_log_file(&wrap_raft_log(group, through, count, c.rest()));
 
     let mut c = Cursor::new(data);
-    let group = c.u32();
+    let (group, through) = (c.u32(), c.u64());
     let records: Vec<Vec<u8>> = (0..c.below(6))
         .map(|_| match c.bool() {
             true => built_raft_record(&mut c).encode(),
@@ -736,9 +736,9 @@ pub fn raft_log_file(data: &[u8]) {
             },
         })
         .collect();
-    let mut bytes = raft_file::encode(group, &records);
+    let mut bytes = raft_file::encode(group, through, &records);
     let decoded = raft_file::decode(&bytes).expect("a fresh raft log file decodes");
-    assert_eq!(decoded, (group, records), "raft log file does not round-trip");
+    assert_eq!(decoded, RaftLogFile { group, through, records }, "raft log file does not round-trip");
     let cut = c.below(bytes.len());
     expect_corrupted(raft_file::decode(&bytes[..cut]), || format!("raft log file cut to {cut} bytes"));
     let at = c.below(bytes.len());
@@ -746,15 +746,16 @@ pub fn raft_log_file(data: &[u8]) {
     expect_corrupted(raft_file::decode(&bytes), || format!("changed byte {at} of a raft log file"));
 }
 
-/// A raft log file of `group` claiming `count` records, whose records are
-/// `framed` (`[u32 length][body]` each, if the input is well formed), with a
-/// valid header and checksum.
-pub fn wrap_raft_log(group: u32, count: u32, framed: &[u8]) -> Vec<u8> {
+/// A raft log file of `group` through `through` claiming `count` records,
+/// whose records are `framed` (`[u32 length][body]` each, if the input is
+/// well formed), with a valid header and checksum.
+pub fn wrap_raft_log(group: u32, through: u64, count: u32, framed: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raft_file::HEADER_LEN + framed.len() + 32);
     out.extend_from_slice(&raft_file::MAGIC);
     out.extend_from_slice(&raft_file::VERSION.to_le_bytes());
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&group.to_le_bytes());
+    out.extend_from_slice(&through.to_le_bytes());
     out.extend_from_slice(&count.to_le_bytes());
     out.extend_from_slice(framed);
     let checksum = blake3::hash(&out);
@@ -764,9 +765,18 @@ pub fn wrap_raft_log(group: u32, count: u32, framed: &[u8]) -> Vec<u8> {
 
 fn check_raft_log_file(bytes: &[u8]) {
     match raft_file::decode(bytes) {
-        Ok((group, records)) => {
+        Ok(RaftLogFile { group, through, records }) => {
             assert!(records.iter().all(|r| !r.is_empty()), "an empty record decoded");
-            assert_eq!(raft_file::encode(group, &records), bytes, "raft log file does not round-trip");
+            // A version 1 file reads as through 0 and is rewritten as version 2.
+            if bytes[8..10] == raft_file::VERSION.to_le_bytes() {
+                assert_eq!(
+                    raft_file::encode(group, through, &records),
+                    bytes,
+                    "raft log file does not round-trip"
+                );
+            } else {
+                assert_eq!(through, 0, "a version 1 raft log file has no through");
+            }
             if let Err(e) = LogImage::rebuild(&records) {
                 assert_eq!(e.code(), ErrorCode::Corrupted, "{e:?}");
             }

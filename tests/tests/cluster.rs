@@ -7,9 +7,11 @@
 //! `NotLeader` (naming the leader once known); every acknowledged write is
 //! on every node, in order, after a follower and then the whole cluster
 //! restarted from disk, and every replica, read as it stands
-//! (`Read::allow_stale`), holds the same bytes; a single node's directory
-//! refuses cluster mode and
-//! a cluster's directory refuses single-node mode.
+//! (`Read::allow_stale`), holds the same bytes; under steady writes a
+//! node's WAL stays near its `checkpoint_wal_bytes` (raft log checkpoints
+//! retire it while the node runs) and a restart still finds every write;
+//! a single node's directory refuses cluster mode and a cluster's
+//! directory refuses single-node mode.
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
@@ -157,4 +159,73 @@ fn a_single_nodes_data_refuses_cluster_mode() {
         Config::new(dir.path()).cores(1).groups(GROUPS).pin_threads(false).cluster(cluster(1, &addrs));
     let err = Engine::open(config).unwrap_err();
     assert_eq!(err.code(), ErrorCode::ShapeMismatch, "{err}");
+}
+
+/// Bytes of every file under `dir` (recursively).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .map(|e| e.expect("dir entry").path())
+            .map(|p| if p.is_dir() { dir_bytes(&p) } else { p.metadata().map_or(0, |m| m.len()) })
+            .sum()
+    })
+}
+
+#[test]
+fn a_replicated_wal_is_retired_while_the_node_runs() {
+    const STREAMS: usize = 4;
+    const APPENDS: usize = 300;
+    const WAL_BYTES: u64 = 256 << 10;
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let open_small = |i: usize| {
+        let config = Config::new(dirs[i].path())
+            .cores(1)
+            .groups(GROUPS)
+            .pin_threads(false)
+            .wal_segment_bytes(64 << 10)
+            .checkpoint_wal_bytes(WAL_BYTES)
+            .cluster(cluster(i as u64 + 1, &addrs));
+        Engine::open(config).expect("node opens")
+    };
+    let engines: Vec<Engine> = (0..3).map(open_small).collect();
+    let ids: Vec<StreamId> = (0..STREAMS).map(|s| StreamId::new("b", format!("s{s}")).expect("id")).collect();
+    let nodes: Vec<&Engine> = engines.iter().collect();
+    for id in &ids {
+        on_leader(&nodes, |e| futures::executor::block_on(e.create(Create::new(id.clone()))));
+    }
+    // One writer per stream, so records of several groups interleave in
+    // each WAL while its raft log checkpoints run.
+    let body = |s: usize, i: usize| format!("<{s}:{i:04}>").repeat(100);
+    std::thread::scope(|scope| {
+        for (s, id) in ids.iter().enumerate() {
+            let nodes = &nodes;
+            scope.spawn(move || {
+                for i in 0..APPENDS {
+                    on_leader(nodes, |e| {
+                        futures::executor::block_on(e.append(Append::new(id.clone(), body(s, i))))
+                    });
+                }
+            });
+        }
+    });
+    let written = (STREAMS * APPENDS * body(0, 0).len()) as u64;
+    // The WAL holds about WAL_BYTES and a segment or two, not the history.
+    std::thread::sleep(Duration::from_millis(300));
+    for (i, dir) in dirs.iter().enumerate() {
+        let wal = dir_bytes(&dir.path().join("wal"));
+        assert!(wal < written / 2, "node {}: a {wal} byte WAL after {written} bytes of appends", i + 1);
+    }
+    for engine in engines {
+        futures::executor::block_on(engine.shutdown()).expect("node stops");
+    }
+    let engines: Vec<Engine> = (0..3).map(open_small).collect();
+    let nodes: Vec<&Engine> = engines.iter().collect();
+    for (s, id) in ids.iter().enumerate() {
+        let expected: String = (0..APPENDS).map(|i| body(s, i)).collect();
+        assert_eq!(read_all(&nodes, id), expected.as_bytes(), "stream {s} after the restart");
+    }
+    for engine in engines {
+        futures::executor::block_on(engine.shutdown()).expect("node stops");
+    }
 }

@@ -507,31 +507,55 @@ fn raft_log_records() -> Vec<RaftRecord> {
     ]
 }
 
-// FORMAT.md "Raft log file": the file of group 4 decodes to its group and
-// records, which decode and rebuild the group's raft log (the purge point,
-// the two entries of term 2, the vote and the committed hint); a flipped
-// byte anywhere, or a cut file, is `Corrupted`.
+/// Version 1 of the raft log file, as an earlier release wrote it: the
+/// frame of version 2 without `through`.
+fn raft_log_file_v1(group: u32, bodies: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = b"RILLRLOG".to_vec();
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&group.to_le_bytes());
+    out.extend_from_slice(&(bodies.len() as u32).to_le_bytes());
+    for body in bodies {
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(body);
+    }
+    let checksum = blake3::hash(&out);
+    out.extend_from_slice(checksum.as_bytes());
+    out
+}
+
+// FORMAT.md "Raft log file": the file of group 4, through WAL LSN 4242,
+// decodes to its group, `through` and records, which decode and rebuild the
+// group's raft log (the purge point, the two entries of term 2, the vote
+// and the committed hint); a flipped byte anywhere, or a cut file, is
+// `Corrupted`. The version 1 file an earlier release wrote still reads,
+// as through 0 (it came before every WAL record).
 #[test]
 fn raft_log_file_decodes() {
-    assert_eq!(raft_file::VERSION, 1);
+    assert_eq!(raft_file::VERSION, 2);
     let records = raft_log_records();
     let bodies: Vec<Vec<u8>> = records.iter().map(RaftRecord::encode).collect();
-    let committed = golden("raft-log-v1.log", &raft_file::encode(RAFT_GROUP, &bodies));
-    assert_eq!((&committed[..8], &committed[8..10]), (&b"RILLRLOG"[..], &[1, 0][..]));
-    assert_eq!(raft_file::decode(&committed).unwrap(), (RAFT_GROUP, bodies.clone()));
+    let committed = golden("raft-log-v2.log", &raft_file::encode(RAFT_GROUP, 4242, &bodies));
+    assert_eq!((&committed[..8], &committed[8..10]), (&b"RILLRLOG"[..], &[2, 0][..]));
+    let file = raft_file::RaftLogFile { group: RAFT_GROUP, through: 4242, records: bodies.clone() };
+    assert_eq!(raft_file::decode(&committed).unwrap(), file);
+    let v1 = previous("raft-log-v1.log", &raft_log_file_v1(RAFT_GROUP, &bodies));
+    assert_eq!(raft_file::decode(&v1).unwrap(), raft_file::RaftLogFile { through: 0, ..file });
     let decoded: Vec<RaftRecord> = bodies.iter().map(|b| RaftRecord::decode(b).unwrap()).collect();
     assert_eq!(decoded, records);
     let image = LogImage::rebuild(&bodies).unwrap();
     assert_eq!(image.len(), 2);
     let [purge, _, _, vote, blank, command, hint] = <[RaftRecord; 7]>::try_from(records).unwrap();
     assert_eq!(image.compacted(), ungranted(&[purge, blank, command, vote, hint]));
-    for at in 0..committed.len() {
-        let err = raft_file::decode(&flipped(&committed, at)).unwrap_err();
-        assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
-    }
-    for len in [0, 20, committed.len() - 33, committed.len() - 1] {
-        let err = raft_file::decode(&committed[..len]).unwrap_err();
-        assert_eq!(err.code(), ErrorCode::Corrupted, "cut to {len}: {err}");
+    for bytes in [&committed, &v1] {
+        for at in 0..bytes.len() {
+            let err = raft_file::decode(&flipped(bytes, at)).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::Corrupted, "byte {at}: {err}");
+        }
+        for len in [0, 20, 28, bytes.len() - 33, bytes.len() - 1] {
+            let err = raft_file::decode(&bytes[..len]).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::Corrupted, "cut to {len}: {err}");
+        }
     }
 }
 

@@ -116,11 +116,11 @@ impl Sim {
         self.checkpoints.durable = read_back(&data, self.setup.cores)?;
         self.sweep_orphans(&recovered.states)?;
 
-        let Recovered { states, .. } = recovered;
+        let Recovered { states, next_lsn, .. } = recovered;
         for (g, state) in states.into_iter().enumerate() {
             self.reconcile(g, state)?;
         }
-        self.cores = (0..self.setup.cores).map(|c| Core::start(c, &self.setup)).collect();
+        self.cores = (0..self.setup.cores).map(|c| Core::start(c, &self.setup, next_lsn)).collect();
         self.stats.restarts += 1;
         self.stats.power_losses += u64::from(power_loss);
         self.check_files()?;

@@ -84,11 +84,14 @@ pub(super) struct Core {
 }
 
 impl Core {
-    pub fn start(core: usize, setup: &Setup) -> Core {
+    /// Starts core `core`'s log at LSN `first_lsn` (what recovery says the
+    /// run starts at, as the engine does).
+    pub fn start(core: usize, setup: &Setup, first_lsn: u64) -> Core {
         let dir = SimDir::new();
         let config =
             WalConfig { segment_bytes: setup.segment_bytes, buffer_bytes: 1 << 30, ..WalConfig::default() };
-        let log = Rc::new(WalLog::start(Rc::new(dir.clone()) as Rc<dyn WalDir>, core as u32, config));
+        let log =
+            Rc::new(WalLog::start_at(Rc::new(dir.clone()) as Rc<dyn WalDir>, core as u32, config, first_lsn));
         Core { log, dir, checkpoint: None, submit_failed: false, cold_job: None, pins: WalPins::new() }
     }
 
@@ -215,7 +218,7 @@ impl Sim {
                 }
             })
             .collect();
-        let cores = (0..setup.cores).map(|c| Core::start(c, &setup)).collect();
+        let cores = (0..setup.cores).map(|c| Core::start(c, &setup, 1)).collect();
         let scratch = crate::targets::scratch_dir();
         let packs = Arc::new(SimPackDir::new(scratch.path().join("cold")));
         Sim {

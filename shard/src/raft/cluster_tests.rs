@@ -34,6 +34,7 @@ impl ApplySink for Count {
     }
 }
 
+#[derive(Clone)]
 pub(super) struct Replica {
     pub(super) id: NodeId,
     pub(super) raft: GroupRaft,

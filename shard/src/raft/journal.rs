@@ -15,6 +15,7 @@ use std::rc::Rc;
 
 use super::wire::RaftRecord;
 use crate::error::Result;
+use crate::protocol::pins::WalPins;
 use crate::wal::log::{EntryBody, LocalFuture, LogEntry, LogStore, Lsn};
 
 /// A core's durable sequence of raft records, shared by its groups.
@@ -64,16 +65,30 @@ impl RaftJournal for MemJournal {
 /// The core's log (the write-ahead log in a node) as the raft journal of
 /// every group on the core: each record is one WAL record of kind `Raft`
 /// (FORMAT.md), so a group's raft records share the core's group commit
-/// with everything else the core logs.
+/// with everything else the core logs. Each record pins the log for its
+/// group (`protocol/pins.rs`) from the moment it gets its LSN, in the same
+/// poll, so no retirement can pass it before the group's raft log file
+/// holds it (`raft/log_file.rs`).
 #[derive(Debug, Clone)]
 pub struct WalJournal {
     log: Rc<dyn LogStore>,
+    pins: Rc<RefCell<WalPins>>,
 }
 
 impl WalJournal {
-    /// The journal over `log`.
-    pub fn new(log: Rc<dyn LogStore>) -> Self {
-        Self { log }
+    /// The journal over `log`, pinning it in `pins`.
+    pub fn new(log: Rc<dyn LogStore>, pins: Rc<RefCell<WalPins>>) -> Self {
+        Self { log, pins }
+    }
+
+    /// The log underneath.
+    pub fn log(&self) -> &Rc<dyn LogStore> {
+        &self.log
+    }
+
+    /// The pins of the log's groups.
+    pub fn pins(&self) -> &Rc<RefCell<WalPins>> {
+        &self.pins
     }
 }
 
@@ -85,7 +100,9 @@ impl RaftJournal for WalJournal {
                 RaftRecord::Entry { log_id, .. } => log_id.index,
                 _ => 0,
             };
-            self.log.submit(LogEntry { group, index, body: EntryBody::Raft(&body) }).await
+            let lsn = self.log.submit(LogEntry { group, index, body: EntryBody::Raft(&body) }).await?;
+            self.pins.borrow_mut().submitting(group, lsn);
+            Ok(lsn)
         })
     }
 

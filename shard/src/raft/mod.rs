@@ -17,6 +17,7 @@ pub mod rt;
 pub mod types;
 pub mod wire;
 pub mod journal;
+pub mod log_checkpoint;
 pub mod log_image;
 pub mod log_store;
 pub mod mem_net;

@@ -19,6 +19,7 @@
 //! replicated group is never used: a replicated group's state comes only
 //! from its raft checkpoint and its committed log.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,8 @@ use futures::StreamExt;
 use openraft::AsyncRuntime;
 
 use super::checkpoint::DirCheckpoints;
+use super::journal::WalJournal;
+use super::log_checkpoint::LogCheckpoints;
 use super::log_image::LogImage;
 use super::net::acceptor::Incoming;
 use super::net::handshake::Hello;
@@ -42,6 +45,7 @@ use super::state_machine::GroupSnapshot;
 use super::types::{LogId, Member, NodeId, StoredMembership};
 use super::wire::RaftRecord;
 use crate::error::{Error, Result};
+use crate::protocol::pins::WalPins;
 use crate::state::group::{GroupLimits, GroupState};
 use crate::wal::log::LogStore;
 use crate::wal::recovery::{checkpoint_dir, Recovered};
@@ -132,6 +136,9 @@ pub struct CoreCluster {
     pub incoming: Incoming,
     /// Where the groups' raft checkpoints live.
     pub checkpoint_dir: PathBuf,
+    /// The core's WAL may hold this many bytes before the groups pinning
+    /// its oldest half write raft log checkpoints (`log_checkpoint.rs`).
+    pub wal_bytes: u64,
 }
 
 /// A core's running consensus.
@@ -143,22 +150,30 @@ pub struct CoreReplicas {
     pub pacer: Rc<Pacer>,
     /// The replicas, by group.
     pub replicas: BTreeMap<u32, Rc<GroupReplica>>,
+    /// What lets the core's WAL shrink while it runs.
+    pub log_checkpoints: LogCheckpoints,
+    /// See [`CoreCluster::wal_bytes`].
+    pub wal_bytes: u64,
 }
 
-/// Starts core `core`'s transport, pacer and replicas over `log`, each
-/// group from its state in `states`. Must run inside the core's executor.
+/// Starts core `core`'s transport, pacer and replicas over `log` (whose
+/// records pin it in `pins`), each group from its state in `states`. Must
+/// run inside the core's executor.
 pub async fn start_core(
     core: usize,
     cluster: CoreCluster,
     mut states: BTreeMap<u32, GroupState>,
     log: Rc<dyn LogStore>,
+    pins: Rc<RefCell<WalPins>>,
 ) -> Result<CoreReplicas> {
-    let CoreCluster { spec, seeds, incoming, checkpoint_dir } = cluster;
+    let CoreCluster { spec, seeds, incoming, checkpoint_dir, wal_bytes } = cluster;
     let core_index = u16::try_from(core).map_err(|_| Error::bad_request("more than 65535 cores"))?;
     let hello = Hello::new(spec.cluster_id, spec.node, spec.groups, spec.cores).on_core(core_index);
     let net = TcpNet::new(hello, spec.peers.clone());
     let pacer = Pacer::new(spec.heartbeat);
-    let journal: Rc<dyn super::journal::RaftJournal> = Rc::new(super::journal::WalJournal::new(log));
+    let wal_journal = WalJournal::new(log, pins);
+    let log_checkpoints = LogCheckpoints::new(wal_journal.clone(), checkpoint_dir.clone());
+    let journal: Rc<dyn super::journal::RaftJournal> = Rc::new(wal_journal);
     let checkpoints: Rc<dyn super::checkpoint::CheckpointStore> = Rc::new(DirCheckpoints::new(checkpoint_dir));
     let config = paced(&spec.config);
     let mut replicas = BTreeMap::new();
@@ -210,5 +225,5 @@ pub async fn start_core(
         }
     }));
     drop(GlommioRt::spawn(pacer.clone().run()));
-    Ok(CoreReplicas { net, pacer, replicas })
+    Ok(CoreReplicas { net, pacer, replicas, log_checkpoints, wal_bytes })
 }

@@ -243,6 +243,8 @@ pub struct GroupReplica {
     boot: u64,
     raft: GroupRaft,
     machine: GroupMachine,
+    /// Shares its image with the log openraft writes.
+    log: GroupLog,
     waiters: Rc<Waiters>,
     seq: Cell<u64>,
     timeout: Duration,
@@ -261,7 +263,7 @@ impl GroupReplica {
             machine = machine.with_checkpoints(store, start.snapshot);
         }
         let log = GroupLog::new(start.group, start.journal, start.image);
-        let raft = GroupRaft::new(start.node, start.config, network, log, machine.clone())
+        let raft = GroupRaft::new(start.node, start.config, network, log.clone(), machine.clone())
             .await
             .map_err(|e| Error::io("start a raft replica", std::io::Error::other(e.to_string())))?;
         Ok(GroupReplica {
@@ -270,6 +272,7 @@ impl GroupReplica {
             boot: start.boot,
             raft,
             machine,
+            log,
             waiters,
             seq: Cell::new(0),
             timeout: start.timeout,
@@ -279,6 +282,12 @@ impl GroupReplica {
     /// The consensus handle (for the transport and for administration).
     pub fn raft(&self) -> &GroupRaft {
         &self.raft
+    }
+
+    /// The group's raft log (its image is what a raft log checkpoint
+    /// writes).
+    pub fn log(&self) -> &GroupLog {
+        &self.log
     }
 
     /// The effect hook and the proposers' waiters.

@@ -57,8 +57,9 @@ pub struct PendingReply {
 #[derive(Debug)]
 pub struct Commit {
     log: std::rc::Rc<dyn LogStore>,
-    /// Which records each group still needs (`protocol/pins.rs`).
-    pins: RefCell<WalPins>,
+    /// Which records each group still needs (`protocol/pins.rs`), shared
+    /// with a replicated core's raft journal.
+    pins: std::rc::Rc<RefCell<WalPins>>,
     queue: RefCell<VecDeque<Pending>>,
     signal: LocalSignal,
     core: usize,
@@ -66,10 +67,10 @@ pub struct Commit {
 }
 
 impl Commit {
-    pub fn new(core: usize, log: std::rc::Rc<dyn LogStore>) -> Self {
+    pub fn new(core: usize, log: std::rc::Rc<dyn LogStore>, pins: std::rc::Rc<RefCell<WalPins>>) -> Self {
         Commit {
             log,
-            pins: RefCell::new(WalPins::new()),
+            pins,
             queue: RefCell::new(VecDeque::new()),
             signal: LocalSignal::default(),
             core,

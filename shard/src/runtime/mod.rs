@@ -24,6 +24,7 @@ pub mod group_task;
 pub mod log_pressure;
 pub mod mailbox;
 mod queues;
+mod raft_log;
 mod replicated;
 pub mod spin;
 pub mod waiters;
@@ -176,6 +177,7 @@ pub async fn run_core(spec: CoreSpec) {
     let mailbox = mailbox.with_spin(limits.spin);
     let cold_store = cold_config.as_ref().map(|c| Arc::new(ColdStore::new(pack_dir, c.cache_bytes)));
     let log: Rc<dyn crate::wal::log::LogStore> = Rc::from(log_factory(core));
+    let pins = Rc::new(RefCell::new(crate::protocol::pins::WalPins::new()));
     let mut by_id = HashMap::new();
     let (mut replicas, mut failed) = (None, None);
     match cluster {
@@ -192,7 +194,7 @@ pub async fn run_core(spec: CoreSpec) {
                 metrics_of.insert(state.group(), group_metrics);
                 states.insert(state.group(), state);
             }
-            match crate::raft::node::start_core(core, cluster, states, log.clone()).await {
+            match crate::raft::node::start_core(core, cluster, states, log.clone(), pins.clone()).await {
                 Ok(started) => {
                     for (id, replica) in &started.replicas {
                         let group_metrics = metrics_of.remove(id).unwrap_or_default();
@@ -214,7 +216,7 @@ pub async fn run_core(spec: CoreSpec) {
         clock,
         groups: by_id,
         waiters: RefCell::new(Waiters::default()),
-        commit: Commit::new(core, log),
+        commit: Commit::new(core, log, pins),
         stopping: Cell::new(false),
         checkpoint: checkpoint_spec,
         checkpoint_dir,
@@ -248,6 +250,8 @@ pub async fn run_core(spec: CoreSpec) {
         let c = core.clone();
         let every = Duration::from_millis(200);
         tasks.push(glommio::spawn_local(async move { replicated::publish_raft_metrics(c, every).await }).detach());
+        let c = core.clone();
+        tasks.push(glommio::spawn_local(async move { raft_log::raft_log_loop(c).await }).detach());
     }
 
     let done = dispatch_loop(&core, &mailbox).await;

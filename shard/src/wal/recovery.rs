@@ -17,7 +17,8 @@
 //! and must apply as a mutation, else the log and the state
 //! disagree and open fails with `Corrupted`. A `Raft` record (a replicated
 //! group's consensus record) is never applied: its body is collected, after
-//! the group's raft log file if it has one, for the `raft` module to
+//! the group's raft log file if it has one (and only when the file's
+//! `through` does not already cover its LSN), for the `raft` module to
 //! rebuild that group's raft log. A torn tail is accepted only
 //! at the end of a core's last segment (a crash mid-write); anything else
 //! that does not check out fails the open with `Corrupted` naming the file
@@ -73,7 +74,15 @@ pub struct Recovered {
     /// file's, then the WAL's. Empty for a group that is not replicated.
     /// [`consolidate`] writes them back to the raft log file, so a caller
     /// that compacts them (the `raft` module) replaces them here first.
+    /// A WAL record at or below the file's `through` is already in the
+    /// file and is not collected again.
     pub raft: Vec<Vec<Vec<u8>>>,
+    /// Per group, the `through` of its raft log file (0: none).
+    raft_through: Vec<u64>,
+    /// The first LSN the coming run's logs may use: past every record
+    /// replayed and every raft log file's `through`, so `through` keeps
+    /// meaning the same records across runs.
+    pub next_lsn: u64,
 }
 
 impl Recovered {
@@ -106,16 +115,21 @@ pub fn recover(data_dir: &Path, group_count: u32, limits: &GroupLimits) -> Resul
         };
         states.push(state);
     }
-    let mut raft = Vec::with_capacity(group_count as usize);
+    let (mut raft, mut raft_through) = (Vec::new(), Vec::new());
     for group in 0..group_count {
-        raft.push(super::raft_file::read(&ckpt_dir, group)?.unwrap_or_default());
+        let file = super::raft_file::read(&ckpt_dir, group)?;
+        raft_through.push(file.as_ref().map_or(0, |f| f.through));
+        raft.push(file.map(|f| f.records).unwrap_or_default());
     }
+    let next_lsn = raft_through.iter().max().map_or(1, |t| t + 1);
     let mut recovered = Recovered {
         states,
         changed: vec![false; group_count as usize],
         replayed_records: 0,
         torn_tails: vec![],
         raft,
+        raft_through,
+        next_lsn,
     };
     for segments in wal_segments(data_dir)? {
         // A core's log ends in its last segment with a header: after it may
@@ -212,9 +226,12 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
         let g = record.group as usize;
         let where_ = |what: &str| at(format!("record (lsn {}): {what}", record.lsn), record.pos);
         let state = rec.states.get_mut(g).ok_or_else(|| where_("group beyond the group count"))?;
+        rec.next_lsn = rec.next_lsn.max(record.lsn + 1);
         if record.kind == RecordKind::Raft {
-            rec.raft[g].push(record.body.to_vec());
-            rec.replayed_records += 1;
+            if record.lsn > rec.raft_through[g] {
+                rec.raft[g].push(record.body.to_vec());
+                rec.replayed_records += 1;
+            }
             continue;
         }
         let current = state.commit_index();
@@ -273,9 +290,10 @@ fn replay_segment(path: &Path, is_last: bool, limits: &GroupLimits, rec: &mut Re
 }
 
 /// Makes the recovered state the new baseline: checkpoints every changed
-/// group, writes the raft log file of every group with raft records, then
-/// removes every WAL segment, and leaves one empty WAL directory per core
-/// of the coming run.
+/// group, writes the raft log file of every group with raft records
+/// (through the last LSN replayed), then removes every WAL segment, and
+/// leaves one empty WAL directory per core of the coming run, whose logs
+/// start at [`Recovered::next_lsn`].
 pub fn consolidate(data_dir: &Path, recovered: &Recovered, cores: usize) -> Result<()> {
     let ckpt_dir = checkpoint_dir(data_dir);
     fs::create_dir_all(&ckpt_dir).map_err(|e| Error::io_at("create checkpoint directory", &ckpt_dir, e))?;
@@ -284,9 +302,12 @@ pub fn consolidate(data_dir: &Path, recovered: &Recovered, cores: usize) -> Resu
             write_checkpoint(&ckpt_dir, state.group(), &state.encode_snapshot())?;
         }
     }
+    // Each file holds everything replayed: a crash before the segments
+    // below are gone leaves records the files' `through` already covers.
+    let through = recovered.next_lsn - 1;
     for (group, records) in recovered.raft.iter().enumerate() {
         if !records.is_empty() {
-            super::raft_file::write(&ckpt_dir, group as u32, records)?;
+            super::raft_file::write(&ckpt_dir, group as u32, through, records)?;
         }
     }
     super::device::sync_dir(&ckpt_dir)?;

@@ -38,15 +38,35 @@ pub fn open<'a>(
     min_body: usize,
     corrupt: impl Fn(String) -> Error,
 ) -> Result<(u32, &'a [u8])> {
-    if bytes.len() < HEADER_LEN + min_body + CHECKSUM_LEN {
+    open_versions(bytes, magic, version..=version, |_| min_body, corrupt).map(|(_, group, body)| (group, body))
+}
+
+/// [`open`] for a format that still reads older versions: any version in
+/// `versions`, each with its own least body length; returns the version
+/// found too.
+pub fn open_versions<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 8],
+    versions: std::ops::RangeInclusive<u16>,
+    min_body: impl Fn(u16) -> usize,
+    corrupt: impl Fn(String) -> Error,
+) -> Result<(u16, u32, &'a [u8])> {
+    if bytes.len() < HEADER_LEN + CHECKSUM_LEN {
         return Err(corrupt("shorter than its header".into()));
     }
     if bytes[..8] != *magic {
         return Err(corrupt("bad magic".into()));
     }
     let found = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if found != version {
-        return Err(corrupt(format!("format version {found}; this build reads version {version}")));
+    if !versions.contains(&found) {
+        let reads = match (versions.start(), versions.end()) {
+            (a, b) if a == b => format!("version {a}"),
+            (a, b) => format!("versions {a} to {b}"),
+        };
+        return Err(corrupt(format!("format version {found}; this build reads {reads}")));
+    }
+    if bytes.len() < HEADER_LEN + min_body(found) + CHECKSUM_LEN {
+        return Err(corrupt("shorter than its header".into()));
     }
     let (content, checksum) = bytes.split_at(bytes.len() - CHECKSUM_LEN);
     if blake3::hash(content).as_bytes() != checksum {
@@ -56,5 +76,5 @@ pub fn open<'a>(
         return Err(corrupt("nonzero reserved field".into()));
     }
     let group = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
-    Ok((group, &content[HEADER_LEN..]))
+    Ok((found, group, &content[HEADER_LEN..]))
 }

@@ -132,10 +132,24 @@ impl Drop for WalLog {
 }
 
 impl WalLog {
-    /// Starts a WAL in an empty directory. Must run inside the core's
-    /// executor (it spawns the flusher task).
+    /// Starts a WAL in an empty directory, its first record at LSN 1.
+    /// Must run inside the core's executor (it spawns the flusher task).
     pub fn start(dir: Rc<dyn WalDir>, core: u32, config: WalConfig) -> WalLog {
-        let state = State { next_lsn: 1, next_seq: 1, ..State::default() };
+        WalLog::start_at(dir, core, config, 1)
+    }
+
+    /// [`WalLog::start`] with the first record at LSN `first_lsn` (at least
+    /// 1): a run continues the LSNs of the one before, which raft log files
+    /// refer to (`wal/raft_file.rs`).
+    pub fn start_at(dir: Rc<dyn WalDir>, core: u32, config: WalConfig, first_lsn: Lsn) -> WalLog {
+        let first_lsn = first_lsn.max(1);
+        let state = State {
+            next_lsn: first_lsn,
+            durable_lsn: first_lsn - 1,
+            retired_through: first_lsn - 1,
+            next_seq: 1,
+            ..State::default()
+        };
         let inner = Rc::new(Inner {
             core,
             config,
