@@ -11,9 +11,12 @@
 //! micro-benchmarks are in `benches/micro.rs`. `rill-bench http` ([`http`])
 //! measures rill's HTTP server next to the official Durable Streams server;
 //! `rill-bench scale` ([`scale`]) what history and idle streams cost at
-//! rest.
+//! rest; `rill-bench cluster` ([`cluster`]) what replication costs against
+//! a single node in the same run.
 
 pub mod args;
+pub mod cluster;
+pub mod cluster_idle;
 pub mod floor;
 pub mod http;
 pub mod machine;

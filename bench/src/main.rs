@@ -31,6 +31,13 @@ fn main() {
         }
         return;
     }
+    if raw.first().map(String::as_str) == Some("cluster") {
+        if let Err(e) = rill_bench::cluster::main(&raw[1..]) {
+            eprintln!("rill-bench cluster: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if raw.first().map(String::as_str) == Some("http") {
         if let Err(e) = rill_bench::http::main(&raw[1..]) {
             eprintln!("rill-bench http: {e}");

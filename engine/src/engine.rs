@@ -478,7 +478,18 @@ impl Engine {
     pub async fn head(&self, id: impl Borrow<StreamId>) -> Result<HeadReply> {
         let id = id.borrow().clone();
         let placement = self.locate(&id);
-        self.call(placement, calls::Head(id)).await
+        self.call(placement, calls::Head { id, stale: false }).await
+    }
+
+    /// A stream's metadata as this node's replica holds it, without a
+    /// quorum round: on a replicated node, leader or follower, possibly
+    /// behind the leader (never ahead of what was committed), the
+    /// counterpart of [`Read::allow_stale`]. On a single node it is
+    /// [`Engine::head`].
+    pub async fn head_stale(&self, id: impl Borrow<StreamId>) -> Result<HeadReply> {
+        let id = id.borrow().clone();
+        let placement = self.locate(&id);
+        self.call(placement, calls::Head { id, stale: true }).await
     }
 
     /// Closes a stream (idempotent).

@@ -75,7 +75,11 @@ pub fn http_request(data: &[u8]) {
             }
         }
         Ok(
-            Command::Head(_) | Command::Delete(_) | Command::Preflight | Command::Health | Command::Metrics,
+            Command::Head { .. }
+            | Command::Delete(_)
+            | Command::Preflight
+            | Command::Health
+            | Command::Metrics,
         ) => {}
     }
 }

@@ -170,6 +170,11 @@ pub struct CoreMetrics {
     pub checkpoints: AtomicU64,
     /// Bytes of group snapshots those runs wrote.
     pub checkpoint_bytes: AtomicU64,
+    /// On a replicated core: frames its raft connections wrote (published
+    /// with the groups' raft state).
+    pub raft_frames_sent: AtomicU64,
+    /// The raft messages (requests and replies) those frames carried.
+    pub raft_messages_sent: AtomicU64,
     append_latency: Mutex<Histogram<u64>>,
     read_latency: Mutex<Histogram<u64>>,
 }
@@ -218,6 +223,8 @@ impl Default for CoreMetrics {
             dispatcher_spin_catches: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
             checkpoint_bytes: AtomicU64::new(0),
+            raft_frames_sent: AtomicU64::new(0),
+            raft_messages_sent: AtomicU64::new(0),
             append_latency: Mutex::new(new_histogram()),
             read_latency: Mutex::new(new_histogram()),
         }
@@ -295,6 +302,8 @@ impl CoreMetrics {
             dispatcher_spin_catches: self.dispatcher_spin_catches.load(Relaxed),
             checkpoints: self.checkpoints.load(Relaxed),
             checkpoint_bytes: self.checkpoint_bytes.load(Relaxed),
+            raft_frames_sent: self.raft_frames_sent.load(Relaxed),
+            raft_messages_sent: self.raft_messages_sent.load(Relaxed),
         }
     }
 
@@ -426,6 +435,10 @@ pub struct CoreMetricsSnapshot {
     pub checkpoints: u64,
     /// Bytes of group snapshots those runs wrote.
     pub checkpoint_bytes: u64,
+    /// On a replicated core: frames its raft connections wrote.
+    pub raft_frames_sent: u64,
+    /// The raft messages (requests and replies) those frames carried.
+    pub raft_messages_sent: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -7,7 +7,7 @@
 //! `NotLeader` (naming the leader once known); every acknowledged write is
 //! on every node, in order, after a follower and then the whole cluster
 //! restarted from disk, and every replica, read as it stands
-//! (`Read::allow_stale`), holds the same bytes; under steady writes a
+//! (`Read::allow_stale`, `Engine::head_stale`), holds the same bytes; under steady writes a
 //! node's WAL stays near its `checkpoint_wal_bytes` (raft log checkpoints
 //! retire it while the node runs) and a restart still finds every write;
 //! a single node's directory refuses cluster mode and a cluster's
@@ -130,7 +130,11 @@ fn three_embedded_nodes_replicate_and_survive_restarts() {
         loop {
             let read = Read::new(id.clone()).max_len(1 << 20).allow_stale(true);
             let got = futures::executor::block_on(node.read(read)).map(|r| r.payload);
-            if got.as_ref().is_ok_and(|b| *b == expected) {
+            // `head_stale` answers from the replica too, and agrees.
+            let tail = futures::executor::block_on(node.head_stale(&id)).map(|h| h.tail_offset);
+            if got.as_ref().is_ok_and(|b| *b == expected)
+                && tail.as_ref().is_ok_and(|t| *t == expected.len() as u64)
+            {
                 break;
             }
             assert!(Instant::now() < deadline, "replica {} never converged: {got:?}", i + 1);

@@ -13,7 +13,9 @@
 //! with two nodes down, the remaining one answers every write 503 with
 //! Retry-After within the request timeout, never a 2xx; such a write may
 //! still commit once the cluster heals, and then only after the
-//! acknowledged history.
+//! acknowledged history. After the heal, a read with `Rill-Allow-Stale:
+//! true` is served by every node from its own replica (even one that may
+//! not forward) and converges on that history.
 
 mod http_support;
 
@@ -159,10 +161,15 @@ fn read_seqs_until_leader(base: &str) -> Vec<u64> {
 }
 
 fn read_seqs(base: &str) -> Vec<u64> {
+    read_seqs_with(base, &[])
+}
+
+/// The stream's seqs read through `base` with `headers` on every request.
+fn read_seqs_with(base: &str, headers: &[(&str, &str)]) -> Vec<u64> {
     let mut text = String::new();
     let mut offset = "-1".to_string();
     for _ in 0..10_000 {
-        let r = try_call("GET", &format!("{base}{STREAM}?offset={offset}"), &[], b"").expect("read");
+        let r = try_call("GET", &format!("{base}{STREAM}?offset={offset}"), headers, b"").expect("read");
         assert_eq!(r.status, 200, "read through {base}: {}", r.text());
         text.push_str(&r.text());
         offset = r.offset();
@@ -321,5 +328,22 @@ fn acknowledged_appends_survive_leader_kills() {
         assert_eq!(acked, (0..sent).collect::<Vec<u64>>(), "through {base}");
         let first_minority = seqs.iter().position(|s| *s == MINORITY).unwrap_or(seqs.len());
         assert!(first_minority as u64 >= sent, "a minority write lands only after the acknowledged history");
+    }
+    // `Rill-Allow-Stale: true`: every node serves its own replica, even a
+    // request it may not forward, and each converges on the history the
+    // leader serves.
+    let history = read_seqs_until_leader(&bases[0]);
+    let stale = [("rill-allow-stale", "true"), ("rill-forwarded", "1")];
+    for base in &bases {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let head = try_call("HEAD", &format!("{base}{STREAM}"), &stale, b"").expect("stale head");
+            assert_eq!(head.status, 200, "a stale HEAD is served by every node");
+            if read_seqs_with(base, &stale) == history {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the replica behind {base} never caught up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }

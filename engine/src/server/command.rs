@@ -43,7 +43,12 @@ pub enum Command {
     /// `GET` of a stream.
     Read(ReadCmd),
     /// `HEAD`.
-    Head(StreamId),
+    Head {
+        /// The stream.
+        id: StreamId,
+        /// `Rill-Allow-Stale: true`.
+        stale: bool,
+    },
     /// `DELETE`.
     Delete(StreamId),
 }
@@ -107,6 +112,8 @@ pub struct ReadCmd {
     pub cursor: Option<u64>,
     /// `If-None-Match`.
     pub if_none_match: Option<String>,
+    /// `Rill-Allow-Stale: true`: read this node's replica as it stands.
+    pub stale: bool,
 }
 
 /// Maps one request (see the module docs).
@@ -130,7 +137,7 @@ pub fn map_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: Bytes)
         Method::PUT => map_put(id, headers, body).map(Command::Create),
         Method::POST => map_post(id, headers, body),
         Method::GET => map_get(id, uri.query().unwrap_or(""), headers).map(Command::Read),
-        Method::HEAD => Ok(Command::Head(id)),
+        Method::HEAD => Ok(Command::Head { id, stale: allow_stale(headers)? }),
         Method::DELETE => Ok(Command::Delete(id)),
         _ => Err(Failure::method_not_allowed(format!(
             "method {method} is not served on streams (allowed: {})",
@@ -159,6 +166,16 @@ fn content_type(headers: &HeaderMap) -> Result<Option<String>, Failure> {
         None => Ok(None),
         Some(v) if v.trim().is_empty() => Ok(None),
         Some(v) => media_type(v).map(Some),
+    }
+}
+
+/// `Rill-Allow-Stale`: `true` or `false` (absent: `false`).
+fn allow_stale(headers: &HeaderMap) -> Result<bool, Failure> {
+    match header(headers, h::RILL_ALLOW_STALE)? {
+        None => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(Failure::bad_request(format!("Rill-Allow-Stale must be true or false, got {v:?}"))),
     }
 }
 
@@ -335,7 +352,8 @@ fn map_get(id: StreamId, query: &str, headers: &HeaderMap) -> Result<ReadCmd, Fa
     }
     let cursor = single(query, "cursor")?.and_then(|c| c.parse::<u64>().ok());
     let if_none_match = header(headers, http::header::IF_NONE_MATCH.as_str())?.map(str::to_string);
-    Ok(ReadCmd { id, offset, live, cursor, if_none_match })
+    let stale = allow_stale(headers)?;
+    Ok(ReadCmd { id, offset, live, cursor, if_none_match, stale })
 }
 
 #[cfg(test)]
@@ -375,6 +393,32 @@ mod tests {
         assert!(c.fork.is_none() && !c.json);
         let Command::Create(c) = req("PUT", "/v1/stream/s", &[], b"").unwrap() else { panic!() };
         assert_eq!(c.create.content_type.as_deref(), Some(DEFAULT_CONTENT_TYPE));
+    }
+
+    #[test]
+    fn rill_allow_stale_marks_reads_and_heads() {
+        let Command::Read(r) =
+            req("GET", "/v1/stream/s?offset=-1", &[("rill-allow-stale", "TRUE")], b"").unwrap()
+        else {
+            panic!()
+        };
+        assert!(r.stale);
+        let Command::Read(r) = req("GET", "/v1/stream/s", &[], b"").unwrap() else { panic!() };
+        assert!(!r.stale, "a read is linearizable unless it asks");
+        let Command::Head { stale, .. } =
+            req("HEAD", "/v1/stream/s", &[("rill-allow-stale", "true")], b"").unwrap()
+        else {
+            panic!()
+        };
+        assert!(stale);
+        let Command::Head { stale, .. } =
+            req("HEAD", "/v1/stream/s", &[("rill-allow-stale", "false")], b"").unwrap()
+        else {
+            panic!()
+        };
+        assert!(!stale);
+        assert_eq!(status(req("GET", "/v1/stream/s", &[("rill-allow-stale", "yes")], b"")), 400);
+        assert_eq!(status(req("HEAD", "/v1/stream/s", &[("rill-allow-stale", "1")], b"")), 400);
     }
 
     #[test]

@@ -105,7 +105,7 @@ async fn execute(
         }
         Command::Append(cmd) => append(ctx, cmd).await,
         Command::Close(cmd) => close(ctx, cmd).await,
-        Command::Head(id) => head(ctx, id).await,
+        Command::Head { id, stale } => head(ctx, id, stale).await,
         Command::Delete(id) => {
             ctx.engine.delete(&id).await?;
             Ok(Reply::new(StatusCode::NO_CONTENT).build())
@@ -235,13 +235,23 @@ fn with_metadata(reply: Reply, head: &HeadReply) -> Reply {
         )
 }
 
-async fn head(ctx: &Ctx, id: StreamId) -> Result<Response<Body>, Failure> {
-    let head = ctx.engine.head(&id).await?;
+async fn head(ctx: &Ctx, id: StreamId, stale: bool) -> Result<Response<Body>, Failure> {
+    let head = stream_head(ctx, &id, stale).await?;
     Ok(with_metadata(Reply::new(StatusCode::OK), &head)
         .header(h::STREAM_NEXT_OFFSET, format_offset(head.tail_offset))
         .header_if(head.closed, h::STREAM_CLOSED, "true")
         .header(CACHE_CONTROL.as_str(), "no-store")
         .build())
+}
+
+/// The stream's metadata: as this replica holds it when the request allows
+/// a stale answer, else confirmed by the group's leader.
+async fn stream_head(ctx: &Ctx, id: &StreamId, stale: bool) -> crate::Result<HeadReply> {
+    if stale {
+        ctx.engine.head_stale(id).await
+    } else {
+        ctx.engine.head(id).await
+    }
 }
 
 /// The byte offset a read starts at.
@@ -254,7 +264,7 @@ fn resolve(spec: OffsetSpec, head: &HeadReply) -> u64 {
 }
 
 async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
-    let head = ctx.engine.head(&cmd.id).await?;
+    let head = stream_head(ctx, &cmd.id, cmd.stale).await?;
     let offset = resolve(cmd.offset, &head);
     let max_len = ctx.shared.options.max_read_bytes;
     match cmd.live {
@@ -262,7 +272,8 @@ async fn read(ctx: &Rc<Ctx>, cmd: ReadCmd) -> Result<Response<Body>, Failure> {
         Live::LongPoll => long_poll(ctx, cmd, &head, offset).await,
         Live::No => {
             let json_mode = json::is_json(&head.content_type);
-            let read = Read::new(cmd.id).offset(offset).max_len(max_len).records(json_mode);
+            let read =
+                Read::new(cmd.id).offset(offset).max_len(max_len).records(json_mode).allow_stale(cmd.stale);
             let r = ctx.engine.read(read).await?;
             let etag = format!("\"{}-{}-{}\"", offset, r.next_offset, if r.closed { "c" } else { "o" });
             let cache = if cmd.offset == OffsetSpec::Now {
@@ -306,7 +317,11 @@ async fn long_poll(
 ) -> Result<Response<Body>, Failure> {
     let options = &ctx.shared.options;
     let json_mode = json::is_json(&head.content_type);
-    let read = Read::new(cmd.id).offset(offset).max_len(options.max_read_bytes).records(json_mode);
+    let read = Read::new(cmd.id)
+        .offset(offset)
+        .max_len(options.max_read_bytes)
+        .records(json_mode)
+        .allow_stale(cmd.stale);
     let wait = pin!(ctx.engine.wait_read(read, options.long_poll_timeout));
     let stop = pin!(ctx.shared.shutdown.wait());
     let r = match select(wait, stop).await {

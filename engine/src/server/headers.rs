@@ -28,11 +28,15 @@ pub(crate) const PRODUCER_SEQ: &str = "producer-seq";
 pub(crate) const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
 pub(crate) const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
 pub(crate) const RETRY_AFTER: &str = "retry-after";
+/// `Rill-Allow-Stale: true` on a `GET` or `HEAD`: on a replicated node,
+/// serve this node's replica as it stands (no quorum round, no forwarding
+/// to the leader). rill's own header, not the protocol's.
+pub(crate) const RILL_ALLOW_STALE: &str = "rill-allow-stale";
 
 /// Request headers a browser may send (preflight allow list).
 pub(crate) const ALLOWED_REQUEST_HEADERS: &str = "content-type, if-none-match, stream-seq, stream-ttl, \
 stream-expires-at, stream-closed, stream-forked-from, stream-fork-offset, stream-fork-sub-offset, \
-producer-id, producer-epoch, producer-seq, last-event-id, cache-control";
+producer-id, producer-epoch, producer-seq, last-event-id, cache-control, rill-allow-stale";
 
 /// Response headers a browser may read.
 pub(crate) const EXPOSED_HEADERS: &str =

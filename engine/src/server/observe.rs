@@ -88,6 +88,7 @@ pub(crate) fn render(engine: &Engine, stats: &HttpStats) -> String {
     );
     if engine.config().cluster_config().is_some() {
         raft_lines(&mut out, &m.groups);
+        raft_core_lines(&mut out, &m.cores);
     }
     let _ = writeln!(out, "# HELP rill_core_routed_requests_total Requests routed, per core.\n# TYPE rill_core_routed_requests_total counter");
     for c in &m.cores {
@@ -213,6 +214,27 @@ fn raft_lines(out: &mut String, groups: &[crate::GroupMetricsSnapshot]) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for g in groups {
             let _ = writeln!(out, "{name}{{group=\"{}\"}} {}", g.group, value(g));
+        }
+    }
+}
+
+/// A replicated node's per-core transport counters: frames its raft
+/// connections wrote and the messages they carried (heartbeats of many
+/// groups share a frame, so messages per frame shows the coalescing).
+fn raft_core_lines(out: &mut String, cores: &[crate::CoreMetricsSnapshot]) {
+    type CoreValue = fn(&crate::CoreMetricsSnapshot) -> u64;
+    let per_core: [(&str, &str, CoreValue); 2] = [
+        ("rill_core_raft_frames_sent_total", "Frames the core's raft connections wrote.", |c| {
+            c.raft_frames_sent
+        }),
+        ("rill_core_raft_messages_sent_total", "Raft messages those frames carried.", |c| {
+            c.raft_messages_sent
+        }),
+    ];
+    for (name, help, value) in per_core {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for c in cores {
+            let _ = writeln!(out, "{name}{{core=\"{}\"}} {}", c.core, value(c));
         }
     }
 }

@@ -111,6 +111,7 @@ struct State {
     cursor: Option<u64>,
     encoding: Encoding,
     json: bool,
+    stale: bool,
     first: bool,
     done: bool,
     _live: LiveGuard,
@@ -131,7 +132,11 @@ async fn step(mut s: State) -> Option<(Bytes, State)> {
         return None;
     }
     let options = &s.ctx.shared.options;
-    let read = Read::new(s.id.clone()).offset(s.offset).max_len(options.max_read_bytes).records(s.json);
+    let read = Read::new(s.id.clone())
+        .offset(s.offset)
+        .max_len(options.max_read_bytes)
+        .records(s.json)
+        .allow_stale(s.stale);
     let first = std::mem::replace(&mut s.first, false);
     let result = if first {
         s.ctx.engine.read(read).await
@@ -179,6 +184,7 @@ pub(crate) fn response(ctx: Rc<Ctx>, cmd: ReadCmd, head: &HeadReply, offset: u64
         cursor: cmd.cursor,
         encoding,
         json: json::is_json(&head.content_type),
+        stale: cmd.stale,
         first: true,
         done: false,
     };

@@ -120,9 +120,14 @@ pub struct ExpireDue;
 /// Acknowledge removed reclamation files (their queue sequence numbers).
 #[derive(Clone, Debug)]
 pub struct GcAck(pub Vec<u64>);
-/// A stream's metadata.
+/// A stream's metadata; `stale` reads a replica as it stands.
 #[derive(Clone, Debug)]
-pub struct Head(pub StreamId);
+pub struct Head {
+    /// The stream.
+    pub id: StreamId,
+    /// See [`Request::Head`].
+    pub stale: bool,
+}
 /// A stream's attributes.
 #[derive(Clone, Debug)]
 pub struct GetAttrs(pub StreamId);
@@ -425,7 +430,7 @@ mutation!(CompactCommit, "compact_commit", |c| Op::CompactCommit(c), bool,
 query!(Read, "read", |r| Request::Read(r), ReadReply, Reply::Read(r) => r);
 query!(WaitRead, "wait_read", |w| Request::WaitRead { read: w.read, timeout: w.timeout }, ReadReply,
     Reply::Read(r) => r);
-query!(Head, "head", |h| Request::Head(h.0), HeadReply, Reply::Head(r) => r);
+query!(Head, "head", |h| Request::Head { id: h.id, stale: h.stale }, HeadReply, Reply::Head(r) => r);
 query!(CommittedOffset, "committed_offset", |c| Request::CommittedOffset { id: c.id, group: c.group },
     Option<u64>, Reply::Committed(c) => c);
 query!(OffsetAt, "offset_at", |o| Request::OffsetAt { id: o.id, at_ms: o.at_ms }, u64,

@@ -46,7 +46,13 @@ pub enum Request {
         timeout: Duration,
     },
     /// A stream's metadata.
-    Head(StreamId),
+    Head {
+        /// The stream.
+        id: StreamId,
+        /// On a replicated node: this replica's state as it stands,
+        /// without confirming leadership (as [`Read::allow_stale`]).
+        stale: bool,
+    },
     /// A stream's attributes.
     GetAttrs(StreamId),
     /// A consumer group's committed offset.

@@ -179,7 +179,7 @@ impl Group {
             Request::WaitRead { read, timeout } => {
                 self.wait_read(core, read, timeout, reply, sent_at, now).await
             }
-            Request::Head(id) => answer(self.state.borrow_mut().head(&id, now).map(Reply::Head), reply),
+            Request::Head { id, .. } => answer(self.state.borrow_mut().head(&id, now).map(Reply::Head), reply),
             Request::ForkSource(id) => {
                 answer(self.state.borrow().fork_source(&id, now).map(Reply::ForkSource), reply)
             }

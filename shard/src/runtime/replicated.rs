@@ -60,6 +60,7 @@ impl Group {
             Request::Mutate(_) | Request::Receive(_) | Request::Reclaim(_) => Ok(()),
             // The caller asked for this replica's state as it stands.
             Request::Read(read) | Request::WaitRead { read, .. } if read.stale => Ok(()),
+            Request::Head { stale: true, .. } => Ok(()),
             Request::SnapshotGroup | Request::InstallGroupSnapshot(_) => Err(Error::bad_request(
                 "group snapshots move between replicas through raft, not through the engine's API",
             )),
@@ -172,6 +173,11 @@ pub(super) async fn publish_raft_metrics(core: Rc<Core>, every: std::time::Durat
             m.raft_last_log.store(status.last_log.unwrap_or(0), Relaxed);
             m.raft_applied.store(status.applied.unwrap_or(0), Relaxed);
             m.raft_follower_lag.store(status.follower_lag, Relaxed);
+        }
+        if let Some(replicas) = &core.replicas {
+            let sent = replicas.net.stats();
+            core.metrics.raft_frames_sent.store(sent.frames, Relaxed);
+            core.metrics.raft_messages_sent.store(sent.messages, Relaxed);
         }
         glommio::timer::sleep(every).await;
     }

@@ -8,9 +8,10 @@
 //! and moves only when the simulation advances it to the next timer, and
 //! randomness comes from the clock's seed, so a run is a pure function of
 //! its seed (glommio runs ready tasks in FIFO order on the one thread).
-//! Invariants: virtual time never goes backwards; a timer fires exactly
-//! when time reaches its deadline, timers of equal deadline in the order
-//! they were set.
+//! Invariants: virtual time never goes backwards; a virtual timer fires
+//! exactly when time reaches its deadline, timers of equal deadline in the
+//! order they were set; a real timer fires at its deadline rounded up to
+//! the next 4 ms grid line, never before.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -177,6 +178,24 @@ impl SimClock {
     }
 }
 
+/// Real timers fire on a grid of this step, counted from the clock's
+/// origin: a core's many replicas (each with its own tick loop, election
+/// and request timers) then share one executor wake-up per step instead of
+/// waking it once per timer.
+const TIMER_GRID: Duration = Duration::from_millis(4);
+
+/// `duration` stretched (by less than [`TIMER_GRID`]) so the timer is due
+/// on a grid line; a zero duration stays zero.
+fn on_grid(duration: Duration) -> Duration {
+    if duration.is_zero() {
+        return duration;
+    }
+    let now = real_base().elapsed();
+    let step = TIMER_GRID.as_nanos();
+    let due = now.saturating_add(duration).as_nanos().div_ceil(step) * step;
+    Duration::from_nanos(u64::try_from(due).unwrap_or(u64::MAX)).saturating_sub(now)
+}
+
 /// A timer on the thread's clock: a glommio timer, or a virtual one.
 #[derive(Debug)]
 pub enum Sleep {
@@ -192,7 +211,7 @@ impl Sleep {
                 let deadline = clock.now.get().saturating_add(duration);
                 Sleep::Sim { clock, deadline, key: None }
             }
-            None => Sleep::Real(glommio::timer::Timer::new(duration)),
+            None => Sleep::Real(glommio::timer::Timer::new(on_grid(duration))),
         }
     }
 
