@@ -42,6 +42,7 @@ pub struct ClusterConfig {
     pub(crate) election: (Duration, Duration),
     pub(crate) request_timeout: Duration,
     pub(crate) snapshot_every: u64,
+    pub(crate) raft_listen: Option<SocketAddr>,
 }
 
 impl ClusterConfig {
@@ -57,6 +58,7 @@ impl ClusterConfig {
             election: (Duration::from_millis(300), Duration::from_millis(600)),
             request_timeout: Duration::from_secs(5),
             snapshot_every: 4096,
+            raft_listen: None,
         }
     }
 
@@ -110,6 +112,24 @@ impl ClusterConfig {
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
+    }
+
+    /// Binds this node's raft listener to `addr` instead of its own
+    /// member entry's raft address. The entry stays the address peers dial
+    /// (and part of the cluster's identity); use this when they reach the
+    /// node through a proxy, a NAT or a port forward. Default: the entry's
+    /// address.
+    pub fn raft_listen(mut self, addr: SocketAddr) -> Self {
+        self.raft_listen = Some(addr);
+        self
+    }
+
+    /// Where this node binds its raft listener (see [`Self::raft_listen`]).
+    pub(crate) fn raft_bind(&self) -> Result<SocketAddr> {
+        Ok(match self.raft_listen {
+            Some(addr) => addr,
+            None => self.own()?.raft_addr,
+        })
     }
 
     /// This node's id.

@@ -92,7 +92,7 @@ impl Engine {
             (Some(cluster), Some(seeds)) => {
                 let spec = cluster.spec(config.groups, config.cores)?;
                 let (acceptor, incoming) =
-                    rill_shard::cluster::Acceptor::start(cluster.own()?.raft_addr, config.cores)?;
+                    rill_shard::cluster::Acceptor::start(cluster.raft_bind()?, config.cores)?;
                 (Some(acceptor), Some((spec, seeds, incoming)))
             }
             _ => (None, None),

@@ -19,100 +19,14 @@
 
 mod http_support;
 
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use http_support::cluster::{free_port, wait_for_leaders, Node};
 use http_support::try_call;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rill_serve");
 const STREAM: &str = "/v1/stream/cluster-s";
-
-/// A free port below the kernel's ephemeral range, so no outgoing
-/// connection (a client or a peer dialling a node that is down) can be
-/// given it as its local port while its node restarts.
-fn free_port() -> u16 {
-    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
-    let low: u16 = range.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(32768);
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let seed =
-        std::process::id() as u64 ^ nanos as u64 ^ NEXT.fetch_add(1, Ordering::Relaxed).wrapping_mul(104_729);
-    let span = u64::from(low.saturating_sub(11_000).max(1));
-    for i in 0..10_000u64 {
-        let port = 10_000 + ((seed.wrapping_mul(2654435761).wrapping_add(i * 7919)) % span) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port below {low}");
-}
-
-struct Node {
-    id: u64,
-    dir: std::path::PathBuf,
-    http: String,
-    members: String,
-    process: Option<std::process::Child>,
-}
-
-impl Node {
-    fn base(&self) -> String {
-        format!("http://{}", self.http)
-    }
-
-    fn start(&mut self) {
-        use std::io::BufRead;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.with_extension("stderr"))
-            .expect("stderr file");
-        let mut child = std::process::Command::new(BIN)
-            .arg("serve")
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(["--listen", &self.http, "--cores", "2", "--groups", "8", "--no-pin"])
-            .args(["--node-id", &self.id.to_string(), "--cluster", &self.members])
-            .args(["--request-timeout-ms", "2000"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("spawn rill_serve");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("stdout");
-        std::io::BufReader::new(stdout).read_line(&mut line).expect("read the listening line");
-        if !line.starts_with("rill listening on ") {
-            let log = std::fs::read_to_string(self.dir.with_extension("stderr")).unwrap_or_default();
-            let tail: String = log.lines().rev().take(20).collect::<Vec<_>>().join("\n");
-            panic!("node {} did not start: {line:?}\n{tail}", self.id);
-        }
-        self.process = Some(child);
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.process.take() {
-            child.kill().expect("SIGKILL");
-            child.wait().expect("reap");
-        }
-    }
-
-    /// Whether this node leads the stream's group right now (it serves a
-    /// request it may not forward).
-    fn leads(&self) -> bool {
-        let url = format!("{}{STREAM}?offset=-1", self.base());
-        matches!(try_call("GET", &url, &[("rill-forwarded", "1")], b""), Ok(r) if r.status == 200)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 fn headers(seq: u64) -> Vec<(String, String)> {
     vec![
@@ -196,12 +110,9 @@ fn acknowledged_appends_survive_leader_kills() {
     let mut nodes: Vec<Node> = ports
         .iter()
         .enumerate()
-        .map(|(i, (_, http))| Node {
-            id: i as u64 + 1,
-            dir: root.path().join(format!("node-{}", i + 1)),
-            http: format!("127.0.0.1:{http}"),
-            members: members.clone(),
-            process: None,
+        .map(|(i, (_, http))| {
+            let dir = root.path().join(format!("node-{}", i + 1));
+            Node::new(i as u64 + 1, dir, format!("127.0.0.1:{http}"), &members)
         })
         .collect();
     for node in &mut nodes {
@@ -225,34 +136,7 @@ fn acknowledged_appends_survive_leader_kills() {
 
     // `/metrics` names each group's leader: within a few heartbeats every
     // group has exactly one node that leads it, and every node names it.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let per_node: Vec<String> = bases
-            .iter()
-            .map(|b| try_call("GET", &format!("{b}/metrics"), &[], b"").map(|r| r.text()).unwrap_or_default())
-            .collect();
-        let settled = (0..8).all(|g| {
-            let leading = per_node
-                .iter()
-                .filter(|m| m.contains(&format!("rill_group_raft_leading{{group=\"{g}\"}} 1")))
-                .count();
-            let named: Vec<&str> = per_node
-                .iter()
-                .filter_map(|m| {
-                    m.lines().find(|l| l.starts_with(&format!("rill_group_raft_leader{{group=\"{g}\"}} ")))
-                })
-                .collect();
-            leading == 1
-                && named.len() == 3
-                && named.iter().all(|l| *l == named[0])
-                && !named[0].ends_with(" 0")
-        });
-        if settled {
-            break;
-        }
-        assert!(Instant::now() < deadline, "groups did not settle on one leader each: {per_node:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_leaders(&bases, 8);
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicU64::new(0));
     let last_ack_at = Arc::new(parking_lot::Mutex::new(Instant::now()));
@@ -274,7 +158,7 @@ fn acknowledged_appends_survive_leader_kills() {
     while failovers.len() < kills {
         assert!(Instant::now() < deadline, "only {} kills in time", failovers.len());
         std::thread::sleep(Duration::from_millis(300));
-        let Some(leader) = (0..3).find(|i| nodes[*i].leads()) else { continue };
+        let Some(leader) = (0..3).find(|i| nodes[*i].leads(STREAM)) else { continue };
         let before = acked.load(Ordering::Relaxed);
         let killed_at = Instant::now();
         nodes[leader].kill();

@@ -144,6 +144,11 @@ pub struct ServeArgs {
     /// in ms.
     #[arg(long, value_name = "MS", default_value_t = 5_000)]
     pub request_timeout_ms: u64,
+    /// Bind the raft listener here instead of this node's own RAFT_ADDR
+    /// in --cluster, which stays the address peers dial (for a proxy, a NAT
+    /// or a port forward in between).
+    #[arg(long, value_name = "ADDR", requires = "cluster")]
+    pub raft_listen: Option<SocketAddr>,
 }
 
 /// Everything `rill serve` needs, from the flags.
@@ -214,6 +219,10 @@ impl ServeArgs {
                 .parse_members(members)
                 .map_err(|e| format!("--cluster: {e}"))?
                 .request_timeout(Duration::from_millis(self.request_timeout_ms.max(1)));
+            let cluster = match self.raft_listen {
+                Some(addr) => cluster.raft_listen(addr),
+                None => cluster,
+            };
             config = config.cluster(cluster);
         }
         let options = ServeOptions {
