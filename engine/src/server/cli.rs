@@ -267,6 +267,29 @@ mod tests {
     }
 
     #[test]
+    fn raft_listen_binds_behind_the_member_address() {
+        let members = "1=127.0.0.1:7001@127.0.0.1:4437,2=127.0.0.1:7002@127.0.0.1:4438";
+        let base = ["serve", "--dir", "d", "--node-id", "1", "--cluster", members];
+        let Command::Serve(args) = parse(&base).unwrap().command;
+        let cluster = args.resolve().unwrap().config.cluster_config().cloned().expect("a cluster");
+        assert_eq!(cluster.raft_bind().unwrap(), "127.0.0.1:7001".parse().unwrap());
+        let with: Vec<&str> = base.iter().copied().chain(["--raft-listen", "127.0.0.1:9001"]).collect();
+        let Command::Serve(args) = parse(&with).unwrap().command;
+        let cluster = args.resolve().unwrap().config.cluster_config().cloned().expect("a cluster");
+        assert_eq!(cluster.raft_bind().unwrap(), "127.0.0.1:9001".parse().unwrap());
+        assert_eq!(
+            cluster.members()[&1].raft_addr,
+            "127.0.0.1:7001".parse().unwrap(),
+            "peers still dial the entry"
+        );
+        assert!(
+            parse(&["serve", "--dir", "d", "--raft-listen", "127.0.0.1:9001"]).is_err(),
+            "needs --cluster"
+        );
+        assert!(parse(&[&base[..], &["--raft-listen", "nowhere"]].concat()).is_err());
+    }
+
+    #[test]
     fn bad_flags_are_refused() {
         assert!(parse(&["serve"]).is_err());
         assert!(parse(&["serve", "--dir", "d", "--bogus"]).is_err());
