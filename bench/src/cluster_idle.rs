@@ -3,8 +3,10 @@
 //!
 //! Three `rill serve --cluster` processes on loopback, each with `cores`
 //! cores and `groups` groups, form their cluster from fresh directories.
-//! Once every group has exactly one leader, named by all three nodes, the
-//! cell waits one more second for the elections' traffic to pass, then
+//! Once every group has exactly one leader, named by all three nodes, and
+//! the nodes have handed the groups to their preferred leaders (each node
+//! leads a third, give or take one), the cell waits one more second for
+//! that traffic to pass, then
 //! measures each process's CPU time (user + system, `/proc/<pid>/stat`)
 //! and its cores' raft transport counters (`/metrics`: frames written and
 //! the messages they carried) over `window`. Nothing is sent to the nodes
@@ -164,11 +166,16 @@ fn settled(pages: &[String], groups: usize) -> bool {
     };
     let leads: Vec<Vec<bool>> = pages.iter().map(|p| leading(p)).collect();
     let named: Vec<Vec<u64>> = pages.iter().map(|p| leader(p)).collect();
-    (0..groups).all(|g| {
+    let one_each = (0..groups).all(|g| {
         leads.iter().filter(|l| l[g]).count() == 1
             && named[0][g] != 0
             && named.iter().all(|n| n[g] == named[0][g])
-    })
+    });
+    // The nodes hand groups to their preferred leaders (a third each)
+    // after the first elections; measure once that is done.
+    let share = groups / pages.len().max(1);
+    let balanced = leads.iter().all(|l| l.iter().filter(|x| **x).count().abs_diff(share) <= 1);
+    one_each && balanced
 }
 
 /// The `{group="g"} value` lines of one metric.
@@ -221,6 +228,31 @@ mod tests {
         ];
         assert!(settled(&pages, 2));
         assert!(!settled(&[page.to_string(), page.to_string(), other], 2), "two nodes lead group 0");
+    }
+
+    /// The three nodes' pages when group `g` is led by node `leaders[g]`.
+    fn pages_for(leaders: &[u64]) -> Vec<String> {
+        (1..=3u64)
+            .map(|node| {
+                leaders
+                    .iter()
+                    .enumerate()
+                    .map(|(g, l)| {
+                        format!(
+                            "rill_group_raft_leading{{group=\"{g}\"}} {}\nrill_group_raft_leader{{group=\"{g}\"}} {l}\n",
+                            u64::from(*l == node)
+                        )
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn settled_waits_for_a_balanced_leadership() {
+        assert!(settled(&pages_for(&[1, 2, 3, 1, 2, 3]), 6));
+        assert!(!settled(&pages_for(&[1, 1, 1, 1, 2, 3]), 6), "node 1 leads four of six groups");
+        assert!(!settled(&pages_for(&[1, 2, 3, 0, 2, 3]), 6), "group 3 has no leader");
     }
 
     #[test]

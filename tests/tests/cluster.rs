@@ -233,3 +233,33 @@ fn a_replicated_wal_is_retired_while_the_node_runs() {
         futures::executor::block_on(engine.shutdown()).expect("node stops");
     }
 }
+
+/// Leadership ends up on each group's preferred node (the members in id
+/// order, one group after another), whoever won the first elections, and
+/// stays there: the nodes hand groups over with openraft's leadership
+/// transfer, over the real transport.
+#[test]
+fn each_group_ends_up_led_by_its_preferred_node() {
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("temp dir")).collect();
+    let engines: Vec<Engine> = (0..3).map(|i| open(dirs[i].path(), i as u64 + 1, &addrs)).collect();
+    let leaders = |engines: &[Engine]| -> Vec<Vec<u64>> {
+        engines.iter().map(|e| e.metrics().groups.iter().map(|g| g.raft_leader).collect()).collect()
+    };
+    let preferred: Vec<u64> = (0..GROUPS as u64).map(|g| g % 3 + 1).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leaders(&engines).iter().any(|seen| *seen != preferred) {
+        assert!(Instant::now() < deadline, "leaders {:?}, preferred {preferred:?}", leaders(&engines));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let terms = |engines: &[Engine]| -> Vec<u64> {
+        engines[0].metrics().groups.iter().map(|g| g.raft_term).collect()
+    };
+    let settled = terms(&engines);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(terms(&engines), settled, "no election once every group is where it belongs");
+    assert!(leaders(&engines).iter().all(|seen| *seen == preferred));
+    for engine in engines {
+        futures::executor::block_on(engine.shutdown()).expect("node stops");
+    }
+}

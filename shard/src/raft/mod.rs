@@ -12,6 +12,7 @@
 //! machine over `GroupState`, the transport) builds on these; the design is
 //! in ARCHITECTURE.md, "Replication".
 
+pub mod balance;
 pub mod checkpoint;
 pub mod rt;
 pub mod types;

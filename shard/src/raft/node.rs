@@ -38,6 +38,7 @@ use super::net::acceptor::Incoming;
 use super::net::handshake::Hello;
 use super::net::link::TcpNetFactory;
 use super::net::transport::TcpNet;
+use super::balance::preferred_leader;
 use super::pacer::{paced, Pacer};
 use super::replica::{restore, GroupReplica, ReplicaStart};
 use super::rt::GlommioRt;
@@ -171,6 +172,7 @@ pub async fn start_core(
     let hello = Hello::new(spec.cluster_id, spec.node, spec.groups, spec.cores).on_core(core_index);
     let net = TcpNet::new(hello, spec.peers.clone());
     let pacer = Pacer::new(spec.heartbeat);
+    pacer.balance_leaders(spec.node, spec.members.keys().copied().collect());
     let wal_journal = WalJournal::new(log, pins);
     let log_checkpoints = LogCheckpoints::new(wal_journal.clone(), checkpoint_dir.clone());
     let journal: Rc<dyn super::journal::RaftJournal> = Rc::new(wal_journal);
@@ -199,20 +201,31 @@ pub async fn start_core(
         };
         let replica = GroupReplica::start(start, TcpNetFactory::new(net.clone(), group)).await?;
         net.serve_group(group, replica.raft().clone());
-        pacer.add(replica.raft().clone());
+        pacer.add_heard(group, replica.raft().clone(), net.heard(group));
         if seed.fresh {
-            fresh.push(replica.raft().clone());
+            fresh.push((group, replica.raft().clone()));
         }
         replicas.insert(group, Rc::new(replica));
     }
-    for raft in fresh {
+    for (group, raft) in fresh {
         let members = spec.members.clone();
+        let voters: Vec<NodeId> = members.keys().copied().collect();
+        let preferred = preferred_leader(group, &voters);
+        let me = spec.node;
         drop(GlommioRt::spawn(async move {
             // Every node initializes a fresh group with the same members;
             // a node that already learnt the group from a peer is refused,
             // which is fine.
             if let Err(err) = raft.initialize(members).await {
                 tracing::debug!(error = %err, "group already initialized");
+            }
+            // The group's preferred node campaigns at once, before any
+            // other's election timer expires, so a new cluster's leaders
+            // start spread over the nodes instead of piling up on whichever
+            // node's timers happened to fire first. It only makes one node
+            // likelier to win the first election; votes decide as always.
+            if preferred == Some(me) {
+                let _ = raft.trigger().elect(true).await;
             }
         }));
     }
@@ -227,3 +240,4 @@ pub async fn start_core(
     drop(GlommioRt::spawn(pacer.clone().run()));
     Ok(CoreReplicas { net, pacer, replicas, log_checkpoints, wal_bytes })
 }
+

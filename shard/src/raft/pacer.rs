@@ -5,25 +5,61 @@
 //! heartbeats only when the pacer triggers them; the pacer triggers every
 //! leading group of its core in one executor turn each interval, so the
 //! heartbeats of all of them are queued together and the transport's
-//! writer sends them to each peer in one frame. Invariant: the interval is
-//! below the election timeout, so a leader that is alive and connected is
-//! never deposed for silence.
+//! writer sends them to each peer in one frame. The pacer also turns
+//! openraft's election tick off where no election can be due (leaders,
+//! and followers that heard their leader lately; see [`Pacer::run`]).
+//! Invariants: the interval is below the election timeout, so a leader that
+//! is alive and connected is never deposed for silence; a replica whose
+//! leader fell silent ticks again before its election timer can expire
+//! (with the default timings), so gating the tick never starts an election
+//! early and delays none by more than one interval.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::balance::{hand_over, LeaderView};
+use super::net::transport::Heard;
+use super::rt::{sleep, RtInstant};
 use super::state_machine::GroupRaft;
-use super::rt::sleep;
+use super::types::NodeId;
+
+/// Leaders are checked against their group's preferred node every this
+/// many rounds (1 s at the default 100 ms).
+const BALANCE_EVERY: u64 = 10;
+/// A group is not moved again within this many rounds of a transfer.
+const BALANCE_COOL_DOWN: u64 = 100;
+/// At most this many transfers per core and balancing round, so a node
+/// that comes back takes its groups back gradually.
+const BALANCE_MOST: usize = 4;
+
+/// One replica the pacer drives.
+#[derive(Debug, Clone)]
+struct Paced {
+    group: u32,
+    raft: GroupRaft,
+    heard: Option<Heard>,
+    moved_at: Cell<Option<u64>>,
+}
+
+/// This node and the group's voters, for handing leadership to each
+/// group's preferred node.
+#[derive(Debug, Clone)]
+struct Balance {
+    me: NodeId,
+    voters: Vec<NodeId>,
+}
 
 /// The heartbeat timer of one core.
 #[derive(Debug)]
 pub struct Pacer {
-    groups: RefCell<Vec<GroupRaft>>,
+    groups: RefCell<Vec<Rc<Paced>>>,
+    balance: RefCell<Option<Balance>>,
     interval: Duration,
     rounds: Cell<u64>,
     beats: Cell<u64>,
+    transfers: Cell<u64>,
     stopped: Cell<bool>,
 }
 
@@ -53,16 +89,55 @@ impl Pacer {
     pub fn new(interval: Duration) -> Rc<Pacer> {
         Rc::new(Pacer {
             groups: RefCell::new(Vec::new()),
+            balance: RefCell::new(None),
             interval,
             rounds: Cell::new(0),
             beats: Cell::new(0),
+            transfers: Cell::new(0),
             stopped: Cell::new(false),
         })
     }
 
-    /// Adds a replica of this core.
-    pub fn add(&self, raft: GroupRaft) {
-        self.groups.borrow_mut().push(raft);
+    /// Hands each group's leadership to its preferred node among `voters`
+    /// (`balance.rs`) when this node, `me`, leads it and that node is
+    /// caught up: checked every [`BALANCE_EVERY`] rounds.
+    pub fn balance_leaders(&self, me: NodeId, voters: Vec<NodeId>) {
+        *self.balance.borrow_mut() = Some(Balance { me, voters });
+    }
+
+    /// Adds replica `group` of this core; as a follower it always ticks.
+    pub fn add(&self, group: u32, raft: GroupRaft) {
+        self.groups.borrow_mut().push(Rc::new(Paced { group, raft, heard: None, moved_at: Cell::new(None) }));
+    }
+
+    /// Adds replica `group` of this core, whose transport records when it
+    /// last heard its leader (`TcpNet::heard`): as a follower it ticks
+    /// only after two quiet intervals.
+    pub fn add_heard(&self, group: u32, raft: GroupRaft, heard: Heard) {
+        let paced = Paced { group, raft, heard: Some(heard), moved_at: Cell::new(None) };
+        self.groups.borrow_mut().push(Rc::new(paced));
+    }
+
+    /// Leadership transfers the balancer asked for so far.
+    pub fn transfers(&self) -> u64 {
+        self.transfers.get()
+    }
+
+    /// Where `paced`, which this node leads, should go now, if anywhere.
+    fn hand_over_to(&self, paced: &Paced, round: u64, done: usize) -> Option<NodeId> {
+        use openraft::async_runtime::WatchReceiver;
+        let balance = self.balance.borrow();
+        let balance = balance.as_ref()?;
+        if round % BALANCE_EVERY != 0 || done >= BALANCE_MOST {
+            return None;
+        }
+        if paced.moved_at.get().is_some_and(|at| round < at + BALANCE_COOL_DOWN) {
+            return None;
+        }
+        let metrics = paced.raft.metrics();
+        let m = metrics.borrow_watched();
+        let matched = m.replication.as_ref()?.iter().map(|(node, at)| (*node, at.map(|l| l.index))).collect();
+        hand_over(paced.group, balance.me, &balance.voters, &LeaderView { last_log: m.last_log_index, matched })
     }
 
     /// Rounds run and heartbeats triggered so far.
@@ -77,15 +152,56 @@ impl Pacer {
 
     /// Triggers the heartbeats of every leading replica each interval,
     /// until stopped.
+    ///
+    /// Each round it also decides which replicas run openraft's tick,
+    /// which only serves to start elections. A leader never needs it (its
+    /// tick checks an election timer that does not apply to it and a
+    /// heartbeat timer that is off, `paced`). A follower that accepted an
+    /// append or heartbeat from its leader within the last two intervals
+    /// does not need it either: its own election timer, which openraft
+    /// keeps whether it ticks or not, cannot expire before its tick is back,
+    /// since that happens within three intervals of the last heartbeat,
+    /// which is no later than the shortest election timeout with the
+    /// defaults (100 ms, 300 ms; with other timings an election may start
+    /// up to one interval later, never earlier). Every other replica
+    /// (candidate, follower of a silent leader or of none, or one whose
+    /// transport does not record `heard`) ticks. So an idle core's ticks
+    /// are paid only where an election may be due.
     pub async fn run(self: Rc<Self>) {
         use openraft::async_runtime::WatchReceiver;
+        let mut ticking: Vec<bool> = Vec::new();
         while !self.stopped.get() {
             sleep(self.interval).await;
-            let groups: Vec<GroupRaft> = self.groups.borrow().clone();
-            for raft in groups {
+            let groups: Vec<Rc<Paced>> = self.groups.borrow().clone();
+            ticking.resize(groups.len(), true);
+            let now = RtInstant::now();
+            let round = self.rounds.get();
+            let mut moved = 0;
+            for (paced, ticks) in groups.iter().zip(ticking.iter_mut()) {
+                let raft = &paced.raft;
                 let leading = raft.metrics().borrow_watched().state == openraft::ServerState::Leader;
-                if leading && raft.trigger().heartbeat().await.is_ok() {
+                let hears = paced
+                    .heard
+                    .as_ref()
+                    .and_then(|h| h.get())
+                    .is_some_and(|at| now.since_origin().saturating_sub(at.since_origin()) < self.interval * 2);
+                let tick = !leading && !hears;
+                if *ticks != tick {
+                    raft.runtime_config().tick(tick);
+                    *ticks = tick;
+                }
+                if !leading {
+                    continue;
+                }
+                if raft.trigger().heartbeat().await.is_ok() {
                     self.beats.set(self.beats.get() + 1);
+                }
+                if let Some(to) = self.hand_over_to(paced, round, moved) {
+                    if raft.trigger().transfer_leader(to).await.is_ok() {
+                        paced.moved_at.set(Some(round));
+                        self.transfers.set(self.transfers.get() + 1);
+                        moved += 1;
+                    }
                 }
             }
             self.rounds.set(self.rounds.get() + 1);

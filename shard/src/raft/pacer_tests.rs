@@ -27,7 +27,7 @@ async fn scenario(pacing: bool) -> (Vec<u64>, Vec<u64>, u64) {
             let start = ReplicaStart::in_memory(group, GROUPS, node, paced(&config()), Duration::from_secs(1));
             let replica = GroupReplica::start(start, net.factory(node)).await.unwrap();
             net.attach(node, replica.raft().clone());
-            pacers[node as usize - 1].add(replica.raft().clone());
+            pacers[node as usize - 1].add(group, replica.raft().clone());
             replicas.push(replica);
         }
         let first = &replicas[(group % 3) as usize];

@@ -8,7 +8,10 @@ use std::future::Future;
 
 use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse,
+    VoteRequest, VoteResponse,
+};
 use openraft::RaftNetworkV2;
 
 use super::messages::NetRequest;
@@ -82,6 +85,16 @@ impl RaftNetworkV2<RillRaft> for TcpLink {
         let request = NetRequest::vote(&rpc, true);
         let reply = self.net.call(self.target, self.group, &request, option.hard_ttl()).await.map_err(unreachable)?;
         Ok(reply.into_vote().map_err(unreachable)?)
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        rpc: TransferLeaderRequest<RillRaft>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<RillRaft>, RPCError<RillRaft>> {
+        let request = NetRequest::transfer(&rpc);
+        let reply = self.net.call(self.target, self.group, &request, option.hard_ttl()).await.map_err(unreachable)?;
+        Ok(reply.into_transfer().map_err(unreachable)?)
     }
 
     async fn full_snapshot(

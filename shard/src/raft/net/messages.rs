@@ -14,7 +14,10 @@ use super::super::state_machine::GroupSnapshot;
 use super::super::types::{Entry, LogId, RillRaft, SnapshotMeta, StoredMembership, Vote};
 use super::super::wire::{to_entry, RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
 use crate::error::{Error, Result};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderError, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
+};
 
 /// A request from one replica of a group to another.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +37,9 @@ pub enum NetRequest {
         membership: WireMembership,
         data: Bytes,
     },
+    /// The leader `from` hands the group to node `to`, which must hold
+    /// `last` (protocol 3).
+    TransferLeader { from: WireVote, to: u64, last: Option<WireLogId> },
 }
 
 /// The answer to a [`NetRequest`].
@@ -45,6 +51,12 @@ pub enum NetReply {
     AppendHigherVote(WireVote),
     Vote { vote: WireVote, granted: bool, last: Option<WireLogId> },
     Snapshot { vote: WireVote },
+    /// The target took the transfer and campaigns.
+    TransferTaken,
+    /// The target saw another vote than the transferring leader's.
+    TransferVoteChanged { expected: WireVote, actual: WireVote },
+    /// The target does not hold the leader's last entry yet.
+    TransferNotFlushed { expected: Option<WireLogId>, actual: Option<WireLogId> },
     /// The far side failed the request (its text).
     Failed(String),
 }
@@ -83,6 +95,15 @@ impl NetRequest {
             NetRequest::PreVote { vote, last }
         } else {
             NetRequest::Vote { vote, last }
+        }
+    }
+
+    /// The wire form of a leadership transfer.
+    pub fn transfer(rpc: &TransferLeaderRequest<RillRaft>) -> Self {
+        NetRequest::TransferLeader {
+            from: WireVote::of(rpc.from_leader()),
+            to: *rpc.to_node_id(),
+            last: rpc.last_log_id().map(WireLogId::of),
         }
     }
 
@@ -166,6 +187,34 @@ impl NetReply {
         match self {
             NetReply::Vote { vote, granted, last } => Ok(VoteResponse::new(vote.to_vote(), to_log_id(last), granted)),
             other => Err(other.unexpected("a vote reply")),
+        }
+    }
+
+    /// The wire form of a transfer reply.
+    pub fn transfer(reply: &TransferLeaderResponse<RillRaft>) -> Self {
+        match reply {
+            Ok(()) => NetReply::TransferTaken,
+            Err(TransferLeaderError::VoteChanged { expected, actual }) => {
+                NetReply::TransferVoteChanged { expected: WireVote::of(expected), actual: WireVote::of(actual) }
+            }
+            Err(TransferLeaderError::LogNotFlushed { expected, actual }) => {
+                NetReply::TransferNotFlushed { expected: log_id(expected), actual: log_id(actual) }
+            }
+        }
+    }
+
+    /// openraft's transfer reply, or the failure this reply carries.
+    pub fn into_transfer(self) -> Result<TransferLeaderResponse<RillRaft>> {
+        match self {
+            NetReply::TransferTaken => Ok(Ok(())),
+            NetReply::TransferVoteChanged { expected, actual } => {
+                Ok(Err(TransferLeaderError::VoteChanged { expected: expected.to_vote(), actual: actual.to_vote() }))
+            }
+            NetReply::TransferNotFlushed { expected, actual } => Ok(Err(TransferLeaderError::LogNotFlushed {
+                expected: to_log_id(expected),
+                actual: to_log_id(actual),
+            })),
+            other => Err(other.unexpected("a transfer reply")),
         }
     }
 

@@ -30,7 +30,7 @@ use super::frame::{self, Kind, Message, FRAME_HEADER_LEN};
 use super::handshake::{Hello, HELLO_LEN};
 use super::messages::{peer_error, to_append, to_snapshot, NetReply, NetRequest};
 use super::super::state_machine::GroupRaft;
-use super::super::rt::GlommioRt;
+use super::super::rt::{GlommioRt, RtInstant};
 use super::super::types::NodeId;
 use crate::error::{Error, Result};
 
@@ -60,9 +60,14 @@ struct Inner {
     hello: Hello,
     peers: RefCell<BTreeMap<NodeId, SocketAddr>>,
     groups: RefCell<BTreeMap<u32, GroupRaft>>,
+    heard: RefCell<BTreeMap<u32, Heard>>,
     conns: RefCell<BTreeMap<NodeId, Rc<Conn>>>,
     next_id: Cell<u64>,
 }
+
+/// When a group's replica here last accepted an append (or heartbeat)
+/// from a leader: `None` until the first.
+pub type Heard = Rc<Cell<Option<RtInstant>>>;
 
 /// One node's transport. Clones share it.
 #[derive(Debug, Clone)]
@@ -129,6 +134,7 @@ impl TcpNet {
             hello,
             peers: RefCell::new(peers),
             groups: RefCell::new(BTreeMap::new()),
+            heard: RefCell::new(BTreeMap::new()),
             conns: RefCell::new(BTreeMap::new()),
             next_id: Cell::new(1),
         };
@@ -143,6 +149,13 @@ impl TcpNet {
     /// Serves `group`'s incoming requests with `raft`.
     pub fn serve_group(&self, group: u32, raft: GroupRaft) {
         self.inner.groups.borrow_mut().insert(group, raft);
+    }
+
+    /// When `group`'s replica here last accepted an append from a leader
+    /// (the pacer lets a follower that hears its leader skip openraft's
+    /// election tick).
+    pub fn heard(&self, group: u32) -> Heard {
+        self.inner.heard.borrow_mut().entry(group).or_default().clone()
     }
 
     /// Stops serving `group` (its replica stopped).
@@ -240,7 +253,17 @@ impl TcpNet {
         let failed = |e: &dyn std::fmt::Display| NetReply::Failed(e.to_string());
         match request {
             NetRequest::Append { vote, prev, entries, commit } => match to_append(vote, prev, &entries, commit) {
-                Ok(rpc) => raft.append_entries(rpc).await.map(|r| NetReply::append(&r)).unwrap_or_else(|e| failed(&e)),
+                Ok(rpc) => match raft.append_entries(rpc).await {
+                    Ok(reply) => {
+                        if !matches!(reply, openraft::raft::AppendEntriesResponse::HigherVote(_)) {
+                            if let Some(heard) = self.inner.heard.borrow().get(&group) {
+                                heard.set(Some(RtInstant::now()));
+                            }
+                        }
+                        NetReply::append(&reply)
+                    }
+                    Err(e) => failed(&e),
+                },
                 Err(e) => failed(&e),
             },
             NetRequest::Vote { vote, last } => raft
@@ -253,6 +276,17 @@ impl TcpNet {
                 .await
                 .map(|r| NetReply::vote(&r))
                 .unwrap_or_else(|e| failed(&e)),
+            NetRequest::TransferLeader { from, to, last } => {
+                let request = openraft::raft::TransferLeaderRequest::new(
+                    from.to_vote(),
+                    to,
+                    last.map(super::super::wire::WireLogId::to_log_id),
+                );
+                raft.handle_transfer_leader(request)
+                    .await
+                    .map(|r| NetReply::transfer(&r))
+                    .unwrap_or_else(|e| failed(&e))
+            }
             NetRequest::Snapshot { vote, last, membership_at, membership, data } => {
                 match to_snapshot(last, membership_at, &membership, data) {
                     Ok(snapshot) => raft
