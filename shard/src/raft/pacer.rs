@@ -128,7 +128,7 @@ impl Pacer {
         use openraft::async_runtime::WatchReceiver;
         let balance = self.balance.borrow();
         let balance = balance.as_ref()?;
-        if round % BALANCE_EVERY != 0 || done >= BALANCE_MOST {
+        if !round.is_multiple_of(BALANCE_EVERY) || done >= BALANCE_MOST {
             return None;
         }
         if paced.moved_at.get().is_some_and(|at| round < at + BALANCE_COOL_DOWN) {
