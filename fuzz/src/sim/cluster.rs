@@ -66,9 +66,72 @@ const PAYLOAD_LEN: usize = 8;
 /// What a run found wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterFailure {
+    /// The step (position in the operations run) it was found at; the
+    /// number of operations run for the end checks.
     pub step: usize,
     pub check: &'static str,
     pub detail: String,
+}
+
+/// One step of a run, with its own random choices, so a subset of a run's
+/// operations replays deterministically (see [`ClusterConfig::keep`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterOp {
+    /// A client write at node `at`, or, with `believed`, at the node `at`
+    /// believes leads.
+    Write { at: u8, believed: bool },
+    /// A linearizable read at node `at`.
+    Read { at: u8 },
+    /// Node `at` cut off from the others.
+    Isolate { at: u8 },
+    /// Every link restored.
+    Heal,
+    /// Node `at` crashes `delay` (reduced below three sync periods) from
+    /// now, if every node is up.
+    Crash { at: u8, delay: u64 },
+    /// Every crashed node restarts.
+    Restart,
+    /// Time passes.
+    Wait { ms: u64 },
+}
+
+/// The operations of seed `seed`: drawn from their own random stream, so
+/// the run's other choices (timings, faults) do not depend on them.
+pub fn plan(seed: u64, ops: usize) -> Vec<ClusterOp> {
+    let mut rng = Rng::new(seed ^ 0x636c_7573_7465_7221);
+    (0..ops)
+        .map(|_| {
+            let at = rng.below(NODES) as u8;
+            match rng.below(100) {
+                0..=44 => ClusterOp::Write { at, believed: rng.below(10) < 7 },
+                45..=59 => ClusterOp::Read { at },
+                60..=67 => ClusterOp::Isolate { at },
+                68..=77 => ClusterOp::Heal,
+                78..=82 => ClusterOp::Crash { at, delay: rng.next_u64() },
+                83..=89 => ClusterOp::Restart,
+                _ => ClusterOp::Wait { ms: 1 + rng.below(800) },
+            }
+        })
+        .collect()
+}
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    pub seed: u64,
+    /// Operations generated from the seed.
+    pub ops: usize,
+    pub bug: Option<Bug>,
+    /// Run only these of the generated operations (indexes, ascending):
+    /// a shrunk run.
+    pub keep: Option<Vec<usize>>,
+}
+
+impl ClusterConfig {
+    /// Every operation of `seed`, with `bug` planted.
+    pub fn new(seed: u64, ops: usize, bug: Option<Bug>) -> Self {
+        ClusterConfig { seed, ops, bug, keep: None }
+    }
 }
 
 /// What a run did.
@@ -89,8 +152,11 @@ pub struct ClusterStats {
 }
 
 /// A journal whose device takes `sync` of virtual time per sync, and the
-/// replica's checkpoint slot on the same device. A crash bumps the epoch:
-/// a sync or a checkpoint write that began before it does not finish.
+/// replica's checkpoint slot on the same device, whose writes take two
+/// syncs (the file's and its directory's), so a journal record written
+/// after a checkpoint began can be durable before the checkpoint is. A
+/// crash bumps the epoch: a sync or a checkpoint write that began before it
+/// does not finish.
 #[derive(Debug)]
 struct SimJournal {
     records: RefCell<Vec<RaftRecord>>,
@@ -100,7 +166,7 @@ struct SimJournal {
     checkpoint: RefCell<Option<Vec<u8>>>,
     checkpoints_written: Cell<usize>,
     /// Aimed crashes: when the replica writes a vote or a purge, or starts
-    /// a checkpoint, the device dies within one sync with this chance in
+    /// a checkpoint, the device dies within two syncs with this chance in
     /// thousandths (while no other replica is down), losing what it had
     /// not made durable; the replica's storage then fails until a restart.
     aim_per_mille: u64,
@@ -140,7 +206,7 @@ impl SimJournal {
         rill_shard::Error::io("simulated device", std::io::Error::other("the replica crashed"))
     }
 
-    /// Maybe dies within one sync from now (see `aim_per_mille`).
+    /// Maybe dies within two syncs from now (see `aim_per_mille`).
     fn aim(self: &Rc<Self>) {
         if !self.aiming.get()
             || self.dead.get()
@@ -150,7 +216,7 @@ impl SimJournal {
             return;
         }
         self.down.set(self.down.get() + 1);
-        let delay = Duration::from_millis(self.rng.borrow_mut().below(self.sync.as_millis() as u64 + 1));
+        let delay = Duration::from_millis(self.rng.borrow_mut().below(2 * self.sync.as_millis() as u64 + 1));
         let journal = self.clone();
         glommio::spawn_local(async move {
             sleep(delay).await;
@@ -168,7 +234,7 @@ impl SimJournal {
                 return Err(SimJournal::dead_error());
             }
             let epoch = self.epoch.get();
-            sleep(self.sync).await;
+            sleep(2 * self.sync).await;
             if self.epoch.get() != epoch {
                 return Err(rill_shard::Error::io(
                     "checkpoint",
@@ -254,14 +320,24 @@ fn members() -> std::collections::BTreeMap<NodeId, Member> {
     (1..=NODES).map(|n| (n, Member { raft_addr: format!("sim:{n}"), http_addr: String::new() })).collect()
 }
 
+/// How a run's replicas time their heartbeats and elections.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    heartbeat_ms: u64,
+    election_ms: (u64, u64),
+    /// Checkpoint every this many entries, keeping that many below it.
+    snapshots: (u64, u64),
+}
+
 async fn start(
     net: &MemNet,
     node: &mut Node,
     image: LogImage,
     boot: u64,
-    snapshots: (u64, u64),
+    timing: Timing,
 ) -> Result<(), String> {
     let limits = GroupLimits::default();
+    let purged = image.last_purged().map(|id| id.index);
     let (state, applied, membership, snapshot) = match &*node.journal.checkpoint.borrow() {
         Some(bytes) => {
             let checkpoint = RaftCheckpoint::decode(bytes).map_err(|e| e.to_string())?;
@@ -271,6 +347,13 @@ async fn start(
         }
         None => (GroupState::new(0, 1, limits), None, StoredMembership::default(), None),
     };
+    // The log continues the checkpoint: nothing between them is lost.
+    if purged > applied.map(|id| id.index) {
+        return Err(format!(
+            "its log is purged through index {purged:?}, past its checkpoint at {:?}",
+            applied.map(|id| id.index)
+        ));
+    }
     let start = ReplicaStart {
         group: 0,
         node: node.id,
@@ -280,12 +363,13 @@ async fn start(
         membership,
         image,
         journal: Rc::new(DeviceJournal(node.journal.clone())),
-        config: timings(50, (300, 600), Some(snapshots)).expect("valid timings"),
+        config: timings(timing.heartbeat_ms, timing.election_ms, Some(timing.snapshots))
+            .expect("valid timings"),
         timeout: Duration::from_secs(1),
         checkpoints: Some(Rc::new(DeviceJournal(node.journal.clone()))),
         snapshot,
     };
-    let replica = GroupReplica::start(start, net.factory(node.id)).await.expect("a replica starts");
+    let replica = GroupReplica::start(start, net.factory(node.id)).await.map_err(|e| e.to_string())?;
     net.attach(node.id, replica.raft().clone());
     node.replica = Some(replica);
     Ok(())
@@ -333,7 +417,6 @@ fn written(state: &GroupState) -> Result<Vec<u64>, String> {
 type ReplicaEnd = (Vec<u8>, Result<Vec<u64>, String>);
 
 struct Run {
-    rng: Rng,
     net: MemNet,
     nodes: Vec<Node>,
     acked: Vec<(u64, u64)>,
@@ -343,8 +426,13 @@ struct Run {
     leaders: std::collections::BTreeSet<(u64, NodeId)>,
     outcome: blake3::Hasher,
     boots: u64,
-    /// Checkpoint every this many entries, keeping that many below it.
-    snapshots: (u64, u64),
+    timing: Timing,
+    /// Per node, the highest vote `(term, candidate)` it was seen to grant:
+    /// a restart must find at least that vote in its journal.
+    granted: std::collections::BTreeMap<NodeId, (u64, NodeId)>,
+    /// Whether a crashed replica restarts at the start of the next step
+    /// (drawn per run), rather than at the next restart step.
+    prompt_restarts: bool,
 }
 
 impl Run {
@@ -462,13 +550,32 @@ impl Run {
         let records = journal.crash();
         let image = LogImage::rebuild(&records)
             .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
+        self.note_grants();
+        let id = self.nodes[at].id;
+        let vote = image.vote().map(|v| (v.leader_id.term, v.leader_id.node_id));
+        if let Some(granted) = self.granted.get(&id).filter(|g| vote < Some(**g)) {
+            return Err(Self::fail(
+                0,
+                "vote-lost",
+                format!("node {id} granted a vote for {granted:?} but restarts with {vote:?}"),
+            ));
+        }
         self.boots += 1;
         let boot = self.boots;
-        start(&self.net, &mut self.nodes[at], image, boot, self.snapshots)
+        start(&self.net, &mut self.nodes[at], image, boot, self.timing)
             .await
             .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
         self.trace(format_args!("restart node {}", at + 1));
         Ok(())
+    }
+
+    /// Takes the votes granted since the last call into `granted`.
+    fn note_grants(&mut self) {
+        for (voter, vote) in self.net.take_grants() {
+            let vote = (vote.leader_id.term, vote.leader_id.node_id);
+            let highest = self.granted.entry(voter).or_insert(vote);
+            *highest = (*highest).max(vote);
+        }
     }
 
     fn trace(&self, what: std::fmt::Arguments<'_>) {
@@ -499,52 +606,58 @@ impl Run {
         }
     }
 
-    async fn step(&mut self, step: usize, seq: &mut u64) -> Result<(), ClusterFailure> {
-        let at = self.rng.below(NODES) as usize;
-        match self.rng.below(100) {
-            0..=44 => {
+    async fn step(&mut self, step: usize, op: ClusterOp, seq: &mut u64) -> Result<(), ClusterFailure> {
+        if self.prompt_restarts {
+            for i in 0..self.nodes.len() {
+                self.restart(i).await.map_err(|f| Self::fail(step, f.check, f.detail))?;
+            }
+        }
+        match op {
+            ClusterOp::Write { at, believed } => {
                 *seq += 1;
                 // Mostly where the client believes the leader is (as a
                 // client redirected by NotLeader would), else anywhere.
-                let believed = self.nodes[at].replica.as_ref().and_then(|r| r.status().leader);
-                let at = match believed {
-                    Some(leader) if self.rng.below(10) < 7 => leader as usize - 1,
+                let at = at as usize;
+                let leader = self.nodes[at].replica.as_ref().and_then(|r| r.status().leader);
+                let at = match leader {
+                    Some(leader) if believed => leader as usize - 1,
                     _ => at,
                 };
                 self.write(at, *seq).await;
             }
-            45..=59 => self.read(at, step).await?,
-            60..=67 => {
-                let id = self.nodes[at].id;
+            ClusterOp::Read { at } => self.read(at as usize, step).await?,
+            ClusterOp::Isolate { at } => {
+                let id = self.nodes[at as usize].id;
                 self.net.isolate(id, (1..=NODES).filter(|n| *n != id));
                 self.trace(format_args!("isolate node {id}"));
             }
-            68..=77 => {
+            ClusterOp::Heal => {
                 self.net.heal();
                 self.trace(format_args!("heal"));
             }
-            78..=82 => {
+            ClusterOp::Crash { at, delay } => {
                 // At most one replica down at a time keeps a quorum possible;
                 // the crash lands a little after whatever is in flight.
+                let at = at as usize;
                 if self.nodes.iter().all(|n| n.replica.is_some() && !n.journal.dead.get()) {
                     let sync_ms = self.nodes[at].journal.sync.as_millis() as u64;
-                    sleep(Duration::from_millis(self.rng.below(3 * sync_ms + 1))).await;
+                    sleep(Duration::from_millis(delay % (3 * sync_ms + 1))).await;
                     self.crash(at).await;
                 }
             }
-            83..=89 => {
+            ClusterOp::Restart => {
                 for i in 0..self.nodes.len() {
-                    self.restart(i).await?;
+                    self.restart(i).await.map_err(|f| Self::fail(step, f.check, f.detail))?;
                 }
             }
-            _ => sleep(Duration::from_millis(1 + self.rng.below(800))).await,
+            ClusterOp::Wait { ms } => sleep(Duration::from_millis(ms)).await,
         }
         self.check_step(step)
     }
 
     async fn converge(&mut self, step: usize) -> Result<(), ClusterFailure> {
         for i in 0..self.nodes.len() {
-            self.restart(i).await?;
+            self.restart(i).await.map_err(|f| Self::fail(step, f.check, f.detail))?;
         }
         self.net.heal();
         for _ in 0..6000 {
@@ -552,7 +665,7 @@ impl Run {
             // only now: bring its replica back too.
             for i in 0..self.nodes.len() {
                 if self.nodes[i].journal.dead.get() {
-                    self.restart(i).await?;
+                    self.restart(i).await.map_err(|f| Self::fail(step, f.check, f.detail))?;
                 }
             }
             self.check_step(step)?;
@@ -634,6 +747,18 @@ impl Run {
 
 /// Runs `ops` steps of seed `seed` (with `bug` planted, if any).
 pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterStats, ClusterFailure> {
+    run_cluster_with(&ClusterConfig::new(seed, ops, bug))
+}
+
+/// Runs what `config` says.
+pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterFailure> {
+    let (seed, bug) = (config.seed, config.bug);
+    let all = plan(seed, config.ops);
+    let ops: Vec<ClusterOp> = match &config.keep {
+        Some(keep) => keep.iter().filter_map(|i| all.get(*i).copied()).collect(),
+        None => all,
+    };
+    let count = ops.len();
     planted::plant(bug);
     let outcome = std::panic::catch_unwind(|| {
         run_seed(seed, Duration::from_secs(24 * 3600), async move {
@@ -653,11 +778,26 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
             let snapshots = (4 + rng.below(21), rng.below(12));
             let net = MemNet::new();
             // Per run: up to 5% of messages lost, each delayed up to 0-30 ms.
-            net.set_faults(rng.next_u64(), rng.below(51), rng.below(31));
+            let (net_seed, drop_per_mille, delay_ms) = (rng.next_u64(), rng.below(51), rng.below(31));
+            net.set_faults(net_seed, drop_per_mille, delay_ms);
             // Up to 5% of appends and votes delivered twice.
             net.set_duplicates(rng.below(51));
+            // One run in four an election storm: election timeouts barely
+            // above a vote's round trip (two syncs, two message delays),
+            // drawn from a narrow range, so elections often fail and
+            // candidates of one term compete.
+            let timing = if rng.below(4) == 0 {
+                let min = 2 * sync_ms + 2 * delay_ms + 10 + rng.below(21);
+                Timing {
+                    heartbeat_ms: 5 + rng.below(6),
+                    election_ms: (min, min + 5 + rng.below(21)),
+                    snapshots,
+                }
+            } else {
+                Timing { heartbeat_ms: 50, election_ms: (300, 600), snapshots }
+            };
+            let prompt_restarts = rng.below(2) == 0;
             let mut run = Run {
-                rng,
                 net,
                 nodes: (1..=NODES).map(|id| Node { id, journal: journal(), replica: None }).collect(),
                 acked: Vec::new(),
@@ -666,7 +806,9 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
                 leaders: std::collections::BTreeSet::new(),
                 outcome: blake3::Hasher::new(),
                 boots: 0,
-                snapshots,
+                timing,
+                granted: std::collections::BTreeMap::new(),
+                prompt_restarts,
             };
             for i in 0..run.nodes.len() {
                 run.restart(i).await?;
@@ -683,7 +825,9 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
                 for node in &run.nodes {
                     let replica = node.replica.as_ref().expect("started");
                     let create = Op::from(Create::new(stream()));
-                    if replica.propose(Command { now_ms: 1, op: create }).await.is_ok() {
+                    let result = replica.propose(Command { now_ms: 1, op: create }).await;
+                    run.trace(format_args!("create at node {}: {:?}", node.id, result.as_ref().map(|_| ())));
+                    if result.is_ok() {
                         created = true;
                         break;
                     }
@@ -698,12 +842,19 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
             }
             let mut seq = 0;
             aiming.set(true);
-            for step in 0..ops {
-                run.step(step, &mut seq).await?;
+            for (step, op) in ops.into_iter().enumerate() {
+                run.step(step, op, &mut seq).await?;
             }
             aiming.set(false);
-            run.converge(ops).await?;
-            run.final_checks(ops)?;
+            run.converge(count).await?;
+            run.final_checks(count)?;
+            // Then all three lose power at once and restart from what their
+            // devices hold: the same history must come back.
+            for i in 0..run.nodes.len() {
+                run.crash(i).await;
+            }
+            run.converge(count).await?;
+            run.final_checks(count)?;
             for node in &run.nodes {
                 if let Some(replica) = &node.replica {
                     replica.shutdown().await;
@@ -722,7 +873,7 @@ pub fn run_cluster(seed: u64, ops: usize, bug: Option<Bug>) -> Result<ClusterSta
     planted::plant(None);
     match outcome {
         Ok(Some(result)) => result,
-        Ok(None) => Err(Run::fail(ops, "no-convergence", "the run did not end in virtual time".into())),
-        Err(panic) => Err(Run::fail(ops, "panic", crate::sim::panic_message(&*panic))),
+        Ok(None) => Err(Run::fail(count, "no-convergence", "the run did not end in virtual time".into())),
+        Err(panic) => Err(Run::fail(count, "panic", crate::sim::panic_message(&*panic))),
     }
 }

@@ -344,6 +344,9 @@ impl GroupReplica {
 
     /// Proposes `cmd` and returns what applying it produced.
     pub async fn propose(&self, cmd: Command) -> Result<Applied> {
+        if crate::planted::active(crate::planted::Bug::RaftAckBeforeQuorum) {
+            return self.submit(cmd.clone()).await.map(|_| self.local(|s| s.clone().apply(&cmd, &mut Vec::new())));
+        }
         let proposed = self.submit(cmd).await?;
         self.outcome(proposed).await
     }
