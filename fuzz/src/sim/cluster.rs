@@ -170,6 +170,10 @@ struct SimJournal {
     /// thousandths (while no other replica is down), losing what it had
     /// not made durable; the replica's storage then fails until a restart.
     aim_per_mille: u64,
+    /// Whether a crash keeps a random part of what was written but not
+    /// synced (a device that writes back on its own), so a record can
+    /// outlive an unfinished checkpoint begun before it.
+    writeback: bool,
     rng: RefCell<Rng>,
     dead: Cell<bool>,
     /// Replicas down right now, shared by the journals of a run.
@@ -183,6 +187,7 @@ impl SimJournal {
     fn new(
         sync: Duration,
         aim_per_mille: u64,
+        writeback: bool,
         seed: u64,
         down: Rc<Cell<usize>>,
         aiming: Rc<Cell<bool>>,
@@ -195,6 +200,7 @@ impl SimJournal {
             checkpoint: RefCell::new(None),
             checkpoints_written: Cell::new(0),
             aim_per_mille,
+            writeback,
             rng: RefCell::new(Rng::new(seed)),
             dead: Cell::new(false),
             down,
@@ -300,12 +306,20 @@ impl SimJournal {
 }
 
 impl SimJournal {
-    /// A crash: what was not durable is gone; returns the encoded records
-    /// that remain, as recovery would read them.
+    /// A crash: what was not durable is gone (with `writeback`, all but a
+    /// random prefix of it, which the device wrote back on its own);
+    /// returns the encoded records that remain, as recovery would read
+    /// them.
     fn crash(&self) -> Vec<Vec<u8>> {
         self.epoch.set(self.epoch.get() + 1);
         let mut records = self.records.borrow_mut();
-        records.truncate(self.durable.get());
+        let durable = self.durable.get();
+        let kept = match self.writeback {
+            true => durable + self.rng.borrow_mut().below((records.len() - durable) as u64 + 1) as usize,
+            false => durable,
+        };
+        records.truncate(kept);
+        self.durable.set(kept);
         records.iter().map(RaftRecord::encode).collect()
     }
 }
@@ -759,8 +773,11 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
         None => all,
     };
     let count = ops.len();
+    // The step running, for a panic's failure.
+    let current = Rc::new(Cell::new(count));
+    let at_step = current.clone();
     planted::plant(bug);
-    let outcome = std::panic::catch_unwind(|| {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_seed(seed, Duration::from_secs(24 * 3600), async move {
             let mut rng = Rng::new(seed);
             // Mostly a fast device; one run in four a slow one (50-150 ms
@@ -768,12 +785,14 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
             let sync_ms = if rng.below(4) == 0 { 50 + rng.below(101) } else { 2 + rng.below(19) };
             let sync = Duration::from_millis(sync_ms);
             let aim = if rng.below(2) == 0 { 0 } else { 50 + rng.below(251) };
+            // In half the runs a crash keeps some of what was not synced.
+            let writeback = rng.below(2) == 0;
             let down = Rc::new(Cell::new(0));
             let aiming = Rc::new(Cell::new(false));
             let mut journal_seed = rng.next_u64();
             let mut journal = || {
                 journal_seed = journal_seed.wrapping_add(1);
-                Rc::new(SimJournal::new(sync, aim, journal_seed, down.clone(), aiming.clone()))
+                Rc::new(SimJournal::new(sync, aim, writeback, journal_seed, down.clone(), aiming.clone()))
             };
             let snapshots = (4 + rng.below(21), rng.below(12));
             let net = MemNet::new();
@@ -843,9 +862,11 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
             let mut seq = 0;
             aiming.set(true);
             for (step, op) in ops.into_iter().enumerate() {
+                at_step.set(step);
                 run.step(step, op, &mut seq).await?;
             }
             aiming.set(false);
+            at_step.set(count);
             run.converge(count).await?;
             run.final_checks(count)?;
             // Then all three lose power at once and restart from what their
@@ -869,11 +890,11 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
             stats.digest = *digest.finalize().as_bytes();
             Ok(stats)
         })
-    });
+    }));
     planted::plant(None);
     match outcome {
         Ok(Some(result)) => result,
         Ok(None) => Err(Run::fail(count, "no-convergence", "the run did not end in virtual time".into())),
-        Err(panic) => Err(Run::fail(count, "panic", crate::sim::panic_message(&*panic))),
+        Err(panic) => Err(Run::fail(current.get(), "panic", crate::sim::panic_message(&*panic))),
     }
 }
