@@ -1,11 +1,14 @@
 //! The replicated-group simulation: three replicas of one group, each with
 //! its own journal, over the in-memory network, in virtual time, driven by
-//! a seeded sequence of client writes and reads at random nodes, network
-//! isolations and heals, and crashes that lose what a replica's journal had
-//! not made durable. Every run is a pure function of its seed.
+//! a seeded list of operations ([`plan`]): client writes and reads at
+//! random nodes, network isolations and heals, and crashes that lose what
+//! a replica's journal had not made durable. Every run is a pure function
+//! of its seed and of which of its operations run ([`ClusterConfig::keep`],
+//! what the shrinker, `super::cluster_shrink`, reduces).
 //!
 //! Checks, after every step and at the end (once every replica is back,
-//! the network healed and the replicas converged):
+//! the network healed and the replicas converged, and again after all
+//! three lost power at once and restarted):
 //!
 //! * `not-a-prefix`: of what any two replicas applied, one is a prefix of
 //!   the other (state-machine safety; openraft orders leaders by
@@ -17,6 +20,11 @@
 //!   real-time order);
 //! * `phantom`: a write refused with `NotLeader` never appears, nor does
 //!   anything never proposed;
+//! * `vote-lost`: a restarted replica's journal holds a vote at least as
+//!   high as every vote it was seen to grant (`MemNet` notes the grants);
+//! * `recovery`: a crashed replica's journal rebuilds a log, that log is
+//!   not purged past the checkpoint it restarts from, and the replica
+//!   starts;
 //! * `diverged`: converged replicas hold byte-identical group state;
 //! * `no-convergence`: the healed cluster converges within a virtual
 //!   minute.
@@ -29,12 +37,18 @@
 //! The network drops up to 5% of requests and replies (a rate drawn per
 //! run), delays each message by up to 30 ms (a bound drawn per run), so
 //! concurrent messages reorder, and delivers up to 5% of appends and votes
-//! a second time, later; isolations cut whole links.
+//! a second time, later; isolations cut whole links. Elections time out
+//! after 300 to 600 ms, or, one run in four, an election storm: barely
+//! more than a vote's round trip (two syncs and two message delays), from
+//! a narrow range, so candidates of one term compete.
 //!
 //! The journal models a device that takes a sync period drawn per run
-//! (2 to 20 ms of virtual time, or 50 to 150 ms one run in four) to sync: a record is durable once a sync
-//! that began after it was written has finished; a crash keeps only
-//! durable records. A panic inside openraft (its own invariant checks) is
+//! (2 to 20 ms of virtual time, or 50 to 150 ms one run in four) to sync:
+//! a record is durable once a sync that began after it was written has
+//! finished; a crash keeps the durable records and, in half the runs, a
+//! random part of the rest (written back without a sync). A checkpoint
+//! takes two syncs (its file's and its directory's) and only a finished one
+//! survives a crash. A panic inside openraft (its own invariant checks) is
 //! a failure too (`panic`).
 
 use std::cell::{Cell, RefCell};
