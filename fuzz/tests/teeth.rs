@@ -248,7 +248,16 @@ fn cluster_catch(bug: Bug, checks: &[&str]) -> Vec<(u64, ClusterFailure)> {
 fn cluster_entries_reported_flushed_before_durable_are_caught() {
     cluster_catch(
         Bug::RaftFlushBeforeDurable,
-        &["acked-lost", "diverged", "recovery", "stale-read", "no-convergence", "panic", "not-a-prefix"],
+        &[
+            "acked-lost",
+            "diverged",
+            "recovery",
+            "stale-read",
+            "no-convergence",
+            "panic",
+            "not-a-prefix",
+            "same-index",
+        ],
     );
 }
 
@@ -281,10 +290,14 @@ fn cluster_an_answer_before_the_quorum_is_caught() {
 }
 
 // Only committed entries are applied: a restarted replica that applies its
-// whole log applies entries a new leader then replaces.
+// whole log holds, at some applied index, another state than the replicas
+// that applied the committed entry there.
 #[test]
 fn cluster_applying_uncommitted_entries_is_caught() {
-    cluster_catch(Bug::RaftApplyBeforeCommit, &["not-a-prefix", "diverged", "acked-lost", "panic"]);
+    cluster_catch(
+        Bug::RaftApplyBeforeCommit,
+        &["same-index", "not-a-prefix", "diverged", "acked-lost", "panic"],
+    );
 }
 
 // A truncation is journaled before the entries that replace the removed
@@ -295,9 +308,10 @@ fn cluster_a_truncation_missing_from_the_journal_is_caught() {
 }
 
 // A snapshot's log id is the last entry its state reflects: labelled one
-// lower, the entry after it is applied twice, on the replica that restarts
-// from it and on a follower that installs it.
+// lower, a follower that installs it or a replica that restarts from it
+// holds another state at that index than the replicas that applied up to
+// it (and then applies the next entry twice).
 #[test]
 fn cluster_a_snapshot_labelled_one_entry_low_is_caught() {
-    cluster_catch(Bug::RaftWrongSnapshotIndex, &["not-a-prefix", "diverged", "acked-lost"]);
+    cluster_catch(Bug::RaftWrongSnapshotIndex, &["same-index", "not-a-prefix", "diverged", "acked-lost"]);
 }

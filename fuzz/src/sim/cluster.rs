@@ -20,6 +20,9 @@
 //!   real-time order);
 //! * `phantom`: a write refused with `NotLeader` never appears, nor does
 //!   anything never proposed;
+//! * `same-index`: whatever is seen at one applied log index, a replica's
+//!   state after any step or the checkpoint a replica restarts from, holds
+//!   the same writes (the state after a committed entry is one);
 //! * `vote-lost`: a restarted replica's journal holds a vote at least as
 //!   high as every vote it was seen to grant (`MemNet` notes the grants);
 //! * `recovery`: a crashed replica's journal rebuilds a log, that log is
@@ -461,6 +464,8 @@ struct Run {
     /// Whether a crashed replica restarts at the start of the next step
     /// (drawn per run), rather than at the next restart step.
     prompt_restarts: bool,
+    /// The writes seen at each applied index, by any replica or checkpoint.
+    at_index: std::collections::HashMap<u64, Vec<u64>>,
 }
 
 impl Run {
@@ -474,14 +479,22 @@ impl Run {
     /// prefix of the other.
     fn check_step(&mut self, step: usize) -> Result<(), ClusterFailure> {
         let mut applied: Vec<(NodeId, Vec<u64>)> = Vec::new();
+        let mut indexes = Vec::new();
         for node in &self.nodes {
             let Some(replica) = &node.replica else { continue };
             let status = replica.status();
             if status.leading && self.leaders.insert((status.term, node.id)) {
                 self.stats.elections += 1;
             }
-            let writes = replica.local(written).map_err(|e| Self::fail(step, "not-a-prefix", e))?;
+            let (index, writes) = replica.local(|s| (replica.applied().map(|id| id.index), written(s)));
+            let writes = writes.map_err(|e| Self::fail(step, "not-a-prefix", e))?;
+            indexes.push(index);
             applied.push((node.id, writes));
+        }
+        for ((id, writes), index) in applied.iter().zip(indexes) {
+            if let Some(index) = index {
+                self.same_index(step, index, writes, format_args!("node {id}"))?;
+            }
         }
         for (i, (a, left)) in applied.iter().enumerate() {
             for (b, right) in &applied[i + 1..] {
@@ -580,6 +593,16 @@ impl Run {
             .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
         self.note_grants();
         let id = self.nodes[at].id;
+        let checkpoint = journal.checkpoint.borrow().clone();
+        if let Some(bytes) = checkpoint {
+            let seen = RaftCheckpoint::decode(&bytes).and_then(|c| {
+                restore(&c, &GroupLimits::default()).map(|(state, applied, ..)| (state, applied))
+            });
+            if let Ok((state, Some(applied))) = seen {
+                let writes = written(&state).map_err(|e| Self::fail(0, "recovery", e))?;
+                self.same_index(0, applied.index, &writes, format_args!("node {id}'s checkpoint"))?;
+            }
+        }
         let vote = image.vote().map(|v| (v.leader_id.term, v.leader_id.node_id));
         if let Some(granted) = self.granted.get(&id).filter(|g| vote < Some(**g)) {
             return Err(Self::fail(
@@ -595,6 +618,34 @@ impl Run {
             .map_err(|e| Self::fail(0, "recovery", format!("node {} does not recover: {e}", at + 1)))?;
         self.trace(format_args!("restart node {}", at + 1));
         Ok(())
+    }
+
+    /// Checks that whatever was seen at applied index `index` (a replica's
+    /// state, or a checkpoint's) holds `writes`, as everything seen there
+    /// before did: the state after a given committed entry is one.
+    fn same_index(
+        &mut self,
+        step: usize,
+        index: u64,
+        writes: &[u64],
+        what: std::fmt::Arguments<'_>,
+    ) -> Result<(), ClusterFailure> {
+        match self.at_index.get(&index) {
+            Some(seen) if seen.as_slice() != writes => Err(Self::fail(
+                step,
+                "same-index",
+                format!(
+                    "{what} holds {} writes at applied index {index}, where {} were seen before",
+                    writes.len(),
+                    seen.len()
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => {
+                self.at_index.insert(index, writes.to_vec());
+                Ok(())
+            }
+        }
     }
 
     /// Takes the votes granted since the last call into `granted`.
@@ -842,6 +893,7 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
                 timing,
                 granted: std::collections::BTreeMap::new(),
                 prompt_restarts,
+                at_index: std::collections::HashMap::new(),
             };
             for i in 0..run.nodes.len() {
                 run.restart(i).await?;

@@ -324,6 +324,12 @@ impl GroupReplica {
         }
     }
 
+    /// The last log id applied to the state [`Self::local`] reads (the
+    /// state machine's own, which the metrics may trail).
+    pub fn applied(&self) -> Option<LogId> {
+        self.machine.applied()
+    }
+
     /// Reads the state as this node holds it, without any check (for
     /// tests, metrics and stale reads the caller asked for).
     pub fn local<T>(&self, f: impl FnOnce(&GroupState) -> T) -> T {
