@@ -219,7 +219,7 @@ fn cluster_catch(bug: Bug, checks: &[&str]) -> Vec<(u64, ClusterFailure)> {
     assert!(caught.iter().all(|(_, f)| checks.contains(&f.check)), "{bug:?} failed other checks: {caught:?}");
     let (seed, failure) = &caught[0];
     let config = ClusterConfig::new(*seed, CLUSTER_OPS, Some(bug));
-    let shrunk = shrink_cluster(&config, 1_000).expect("the failure reproduces");
+    let shrunk = shrink_cluster(&config, 120).expect("the failure reproduces");
     assert_eq!(shrunk.failure.check, failure.check);
     assert!(
         shrunk.keep.len() <= failure.step.min(CLUSTER_OPS) && shrunk.keep.len() < CLUSTER_OPS,
