@@ -1,12 +1,17 @@
-//! The simulation has teeth: each planted bug (`rill_shard::planted`) is
+//! The simulations have teeth: each planted bug (`rill_shard::planted`) is
 //! caught within the CI budget's seeds, and a caught failure shrinks to a
 //! short operation list that still fails the same way. The seeds that
-//! catch each bug are printed (and listed in FUZZING.md).
+//! catch each bug are printed (and listed in FUZZING.md). The single-node
+//! simulation's bugs come first; the consensus bugs are caught by the
+//! replicated-group simulation (`rill_fuzz::sim::cluster`), and every one
+//! of their first catches is shrunk and replayed.
 //!
 //! The switch is per thread, so these tests run in parallel with each
 //! other and with anything else without interfering.
 
-use rill_fuzz::sim::shrink::shrink;
+use rill_fuzz::sim::cluster::{run_cluster_with, ClusterConfig, ClusterFailure};
+use rill_fuzz::sim::cluster_shrink::shrink_cluster;
+use rill_fuzz::sim::shrink::{format_keep, shrink};
 use rill_fuzz::sim::{run, Failure, SimConfig};
 use rill_shard::planted::Bug;
 
@@ -189,4 +194,124 @@ fn a_caught_failure_shrinks_and_replays() {
     replay.keep = Some(shrunk.keep.clone());
     assert_eq!(run(&replay).failure.map(|f| f.check), Some(failure.check));
     eprintln!("seed {seed}: shrunk to {} operations: {:?}", shrunk.keep.len(), shrunk.keep);
+}
+
+/// The replicated-group simulation's CI budget (as in
+/// `fuzz/tests/sim_cluster.rs`): seeds searched and steps per seed.
+const CLUSTER_SEEDS: u64 = 48;
+const CLUSTER_OPS: usize = 150;
+
+/// The first seeds (up to three) of the cluster budget that catch `bug`;
+/// each must fail one of `checks`. The first catch is then shrunk, and the
+/// shrunk operations replayed to the same check.
+fn cluster_catch(bug: Bug, checks: &[&str]) -> Vec<(u64, ClusterFailure)> {
+    let mut caught = Vec::new();
+    for seed in 0..CLUSTER_SEEDS {
+        if let Err(failure) = run_cluster_with(&ClusterConfig::new(seed, CLUSTER_OPS, Some(bug))) {
+            eprintln!("{bug:?} caught by seed {seed}: {failure:?}");
+            caught.push((seed, failure));
+            if caught.len() == 3 {
+                break;
+            }
+        }
+    }
+    assert!(!caught.is_empty(), "{bug:?} survived {CLUSTER_SEEDS} seeds of {CLUSTER_OPS} steps");
+    assert!(caught.iter().all(|(_, f)| checks.contains(&f.check)), "{bug:?} failed other checks: {caught:?}");
+    let (seed, failure) = &caught[0];
+    let config = ClusterConfig::new(*seed, CLUSTER_OPS, Some(bug));
+    let shrunk = shrink_cluster(&config, 120).expect("the failure reproduces");
+    assert_eq!(shrunk.failure.check, failure.check);
+    assert!(
+        shrunk.keep.len() <= failure.step.min(CLUSTER_OPS) && shrunk.keep.len() < CLUSTER_OPS,
+        "{bug:?}: shrunk only to {} of the {} steps run",
+        shrunk.keep.len(),
+        failure.step
+    );
+    let replay = ClusterConfig { keep: Some(shrunk.keep.clone()), ..config };
+    assert_eq!(run_cluster_with(&replay).err().map(|f| f.check), Some(failure.check));
+    eprintln!(
+        "{bug:?} seed {seed}: step {} shrunk to {} operations ({} runs): {}",
+        failure.step,
+        shrunk.keep.len(),
+        shrunk.runs,
+        format_keep(&shrunk.keep)
+    );
+    caught
+}
+
+// Raft: a follower acknowledges entries (and a leader counts itself) only
+// once they are durable. Reporting them flushed when queued lets a crash
+// lose committed entries; openraft's own debug assertion that a follower's
+// log never goes backwards can stop a replica first (then the cluster
+// never converges).
+#[test]
+fn cluster_entries_reported_flushed_before_durable_are_caught() {
+    cluster_catch(
+        Bug::RaftFlushBeforeDurable,
+        &[
+            "acked-lost",
+            "diverged",
+            "recovery",
+            "stale-read",
+            "no-convergence",
+            "panic",
+            "not-a-prefix",
+            "same-index",
+        ],
+    );
+}
+
+// A linearizable read confirms leadership with a quorum first.
+#[test]
+fn cluster_a_read_without_a_quorum_check_is_caught() {
+    cluster_catch(Bug::RaftStaleRead, &["stale-read"]);
+}
+
+// Raft: a vote is durable before the voter answers it; a vote a crash
+// forgets lets the voter vote again, lower, in the same term.
+#[test]
+fn cluster_a_vote_used_before_it_is_durable_is_caught() {
+    cluster_catch(Bug::RaftVoteNotDurable, &["vote-lost"]);
+}
+
+// A snapshot is reported (and the log below it purged) only once its
+// checkpoint is durable; otherwise a crash leaves a log purged past the
+// checkpoint it restarts from.
+#[test]
+fn cluster_a_checkpoint_reported_before_it_is_durable_is_caught() {
+    cluster_catch(Bug::RaftCheckpointNotDurable, &["recovery", "no-convergence"]);
+}
+
+// A write is answered only once committed on a quorum and applied: an
+// answer from a speculative apply is seen by no later read, or lost.
+#[test]
+fn cluster_an_answer_before_the_quorum_is_caught() {
+    cluster_catch(Bug::RaftAckBeforeQuorum, &["acked-lost", "stale-read"]);
+}
+
+// Only committed entries are applied: a restarted replica that applies its
+// whole log holds, at some applied index, another state than the replicas
+// that applied the committed entry there.
+#[test]
+fn cluster_applying_uncommitted_entries_is_caught() {
+    cluster_catch(
+        Bug::RaftApplyBeforeCommit,
+        &["same-index", "not-a-prefix", "diverged", "acked-lost", "panic"],
+    );
+}
+
+// A truncation is journaled before the entries that replace the removed
+// ones; without it the journal no longer rebuilds a log.
+#[test]
+fn cluster_a_truncation_missing_from_the_journal_is_caught() {
+    cluster_catch(Bug::RaftLostTruncation, &["recovery"]);
+}
+
+// A snapshot's log id is the last entry its state reflects: labelled one
+// lower, a follower that installs it or a replica that restarts from it
+// holds another state at that index than the replicas that applied up to
+// it (and then applies the next entry twice).
+#[test]
+fn cluster_a_snapshot_labelled_one_entry_low_is_caught() {
+    cluster_catch(Bug::RaftWrongSnapshotIndex, &["same-index", "not-a-prefix", "diverged", "acked-lost"]);
 }

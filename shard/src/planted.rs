@@ -85,11 +85,28 @@ pub enum Bug {
     /// checkpoint is durable, so openraft may purge log entries a crash
     /// then finds in neither (`raft/state_machine.rs`).
     RaftCheckpointNotDurable = 19,
+    /// A replica answers a proposal's client as soon as openraft has taken
+    /// the entry, with the reply of applying it to a copy of its current
+    /// state, before the entry is committed on a quorum and applied
+    /// (`raft/replica.rs`).
+    RaftAckBeforeQuorum = 20,
+    /// A restarted replica takes its whole log for committed (the
+    /// committed hint it reads back is its last entry), so it applies
+    /// entries no quorum holds (`raft/log_store.rs`).
+    RaftApplyBeforeCommit = 21,
+    /// A log truncation (a conflicting suffix removed before a new leader's
+    /// entries overwrite it) changes the replica's log in memory but is not
+    /// written to the journal, so after a restart the log keeps the
+    /// truncated entries (`raft/log_store.rs`).
+    RaftLostTruncation = 22,
+    /// A snapshot (and so its checkpoint) is labelled with the log id one
+    /// below the last entry its state reflects (`raft/state_machine.rs`).
+    RaftWrongSnapshotIndex = 23,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 19] = [
+    pub const ALL: [Bug; 23] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -109,6 +126,10 @@ impl Bug {
         Bug::RaftFlushBeforeDurable,
         Bug::RaftStaleRead,
         Bug::RaftCheckpointNotDurable,
+        Bug::RaftAckBeforeQuorum,
+        Bug::RaftApplyBeforeCommit,
+        Bug::RaftLostTruncation,
+        Bug::RaftWrongSnapshotIndex,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -133,6 +154,10 @@ impl Bug {
             Bug::RaftFlushBeforeDurable => "raft-flush-before-durable",
             Bug::RaftStaleRead => "raft-stale-read",
             Bug::RaftCheckpointNotDurable => "raft-checkpoint-not-durable",
+            Bug::RaftAckBeforeQuorum => "raft-ack-before-quorum",
+            Bug::RaftApplyBeforeCommit => "raft-apply-before-commit",
+            Bug::RaftLostTruncation => "raft-lost-truncation",
+            Bug::RaftWrongSnapshotIndex => "raft-wrong-snapshot-index",
         }
     }
 

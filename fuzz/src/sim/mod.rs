@@ -27,6 +27,7 @@
 
 pub mod checks;
 pub mod cluster;
+pub mod cluster_shrink;
 pub mod cold;
 pub mod device;
 mod fork_state;

@@ -99,6 +99,9 @@ impl RaftLogStorage<RillRaft> for GroupLog {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        if crate::planted::active(crate::planted::Bug::RaftApplyBeforeCommit) {
+            return Ok(self.image.borrow().last_log_id());
+        }
         Ok(self.image.borrow().committed())
     }
 
@@ -127,6 +130,9 @@ impl RaftLogStorage<RillRaft> for GroupLog {
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
+        if crate::planted::active(crate::planted::Bug::RaftLostTruncation) {
+            return self.image.borrow_mut().truncate_after(last_log_id).map_err(io_error);
+        }
         self.record(RaftRecord::Truncate { after: last_log_id.as_ref().map(WireLogId::of) }).await.map(|_| ())
     }
 

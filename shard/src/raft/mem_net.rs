@@ -11,7 +11,9 @@
 //! or delayed (so concurrent messages reorder), drawn from the network's
 //! own seeded generator, so a simulation stays a function of its seed;
 //! with [`MemNet::set_duplicates`] an append or a vote request may also
-//! arrive a second time, later.
+//! arrive a second time, later. Every vote a replica grants is noted
+//! (voter and vote), for a simulation that checks a granted vote survives
+//! the voter's crash ([`MemNet::take_grants`]).
 //! Pre-votes are forwarded, never granted here (openraft's default grants
 //! them).
 
@@ -37,6 +39,8 @@ struct Links {
     /// Directed links that drop everything: `(from, to)`.
     cut: BTreeSet<(NodeId, NodeId)>,
     faults: Faults,
+    /// Votes granted since the last `take_grants`: `(voter, vote)`.
+    grants: Vec<(NodeId, Vote)>,
 }
 
 /// Random message faults: a drop chance in thousandths, a delay bound.
@@ -147,6 +151,11 @@ impl MemNet {
         Ok(())
     }
 
+    /// The votes granted since the last call, in order: `(voter, vote)`.
+    pub fn take_grants(&self) -> Vec<(NodeId, Vote)> {
+        std::mem::take(&mut self.links.borrow_mut().grants)
+    }
+
     /// The connection factory replica `from` hands to openraft.
     pub fn factory(&self, from: NodeId) -> MemNetFactory {
         MemNetFactory { net: self.clone(), from }
@@ -245,7 +254,18 @@ impl RaftNetworkV2<RillRaft> for MemLink {
         rpc: VoteRequest<RillRaft>,
         _option: RPCOption,
     ) -> Result<VoteResponse<RillRaft>, RPCError<RillRaft>> {
-        Ok(self.exchange(rpc, true, |raft, rpc| async move { raft.vote(rpc).await }).await?)
+        let (net, voter) = (self.net.clone(), self.to);
+        let deliver = move |raft: GroupRaft, rpc| {
+            let net = net.clone();
+            async move {
+                let reply = raft.vote(rpc).await;
+                if let Some(granted) = reply.as_ref().ok().filter(|r| r.vote_granted) {
+                    net.links.borrow_mut().grants.push((voter, granted.vote));
+                }
+                reply
+            }
+        };
+        Ok(self.exchange(rpc, true, deliver).await?)
     }
 
     async fn pre_vote(

@@ -196,7 +196,10 @@ impl GroupMachine {
             state.settle_all();
             Bytes::from(state.encode_snapshot())
         };
-        let meta = SnapshotMeta { last_log_id: machine.applied, last_membership: machine.membership.clone() };
+        let mut meta = SnapshotMeta { last_log_id: machine.applied, last_membership: machine.membership.clone() };
+        if crate::planted::active(crate::planted::Bug::RaftWrongSnapshotIndex) {
+            meta.last_log_id = machine.applied.map(|id| LogId { index: id.index.saturating_sub(1), ..id });
+        }
         let snapshot = GroupSnapshot { meta, snapshot: bytes };
         machine.current = Some(snapshot.clone());
         snapshot
