@@ -12,7 +12,9 @@
 //!   code on both sides: one engine, then three engines of one process
 //!   forming a cluster over loopback (`Config::cluster`), each with
 //!   `--cores` cores, so the three replicas share this machine's CPUs and
-//!   disk. The client sends each append to the node it believes leads the
+//!   disk. Each run starts once every group is led by its preferred node
+//!   (the nodes move leadership there after the first elections). The
+//!   client sends each append to the node it believes leads the
 //!   stream's group and follows `NotLeader` to the leader it names. The
 //!   repetitions alternate which side goes first. After every run each
 //!   stream must hold exactly the appends acknowledged to it (read back
@@ -286,6 +288,30 @@ fn open(dir: &Path, nodes: usize, cores: usize) -> Result<Vec<Engine>> {
     Ok(engines)
 }
 
+/// Waits (up to 60 s) until every group of a cluster is led by its
+/// preferred node (the members in id order, one group after another),
+/// where the nodes move them after the first elections, so no leadership
+/// transfer falls into the measured window. A single node has nothing to
+/// wait for.
+fn settle_leaders(engines: &[Engine]) -> Result<()> {
+    if engines.len() < 2 {
+        return Ok(());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let settled = engines.iter().all(|e| {
+            e.metrics().groups.iter().all(|g| g.raft_leader == u64::from(g.group) % engines.len() as u64 + 1)
+        });
+        if settled {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("the groups did not settle on their preferred leaders within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn close(engines: Vec<Engine>) -> Result<()> {
     for engine in engines {
         futures::executor::block_on(engine.shutdown())?;
@@ -333,7 +359,7 @@ fn ingest_cell(shape: &Shape, o: &Options, table: &mut String, targets: &mut Vec
         for nodes in order {
             let dir = o.dir.join(format!("{}-{nodes}", shape.name));
             let engines = open(&dir, nodes, o.cores)?;
-            let run = ingest(&engines, shape, o, rep as u64 + 1);
+            let run = settle_leaders(&engines).and_then(|()| ingest(&engines, shape, o, rep as u64 + 1));
             close(engines)?;
             let _ = std::fs::remove_dir_all(&dir);
             let run = run?;
