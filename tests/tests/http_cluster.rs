@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http_support::cluster::{free_port, wait_for_leaders, Node};
+use http_support::cluster::{free_port, read_bodies, wait_for_leaders, Node};
 use http_support::try_call;
 
 const STREAM: &str = "/v1/stream/cluster-s";
@@ -80,18 +80,8 @@ fn read_seqs(base: &str) -> Vec<u64> {
 
 /// The stream's seqs read through `base` with `headers` on every request.
 fn read_seqs_with(base: &str, headers: &[(&str, &str)]) -> Vec<u64> {
-    let mut text = String::new();
-    let mut offset = "-1".to_string();
-    for _ in 0..10_000 {
-        let r = try_call("GET", &format!("{base}{STREAM}?offset={offset}"), headers, b"").expect("read");
-        assert_eq!(r.status, 200, "read through {base}: {}", r.text());
-        text.push_str(&r.text());
-        offset = r.offset();
-        if r.header("stream-up-to-date") == Some("true") {
-            break;
-        }
-    }
-    text.split_terminator(';')
+    read_bodies(base, STREAM, headers)
+        .iter()
         .map(|t| if t == "minority" { MINORITY } else { t.parse().expect("a seq") })
         .collect()
 }

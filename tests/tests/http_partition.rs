@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http_support::cluster::{free_port, wait_for_leaders, Node};
+use http_support::cluster::{free_port, read_bodies, wait_for_leaders, Node};
 use http_support::try_call;
 
 const STREAM: &str = "/v1/stream/partition-s";
@@ -130,20 +130,9 @@ fn producer_headers(seq: &str) -> [(&'static str, String); 4] {
     ]
 }
 
-/// The stream's bodies (`;`-terminated) read through `base`.
+/// The stream's bodies read through `base`.
 fn read_all(base: &str, headers: &[(&str, &str)]) -> Vec<String> {
-    let mut text = String::new();
-    let mut offset = "-1".to_string();
-    for _ in 0..10_000 {
-        let r = try_call("GET", &format!("{base}{STREAM}?offset={offset}"), headers, b"").expect("read");
-        assert_eq!(r.status, 200, "read through {base}: {}", r.text());
-        text.push_str(&r.text());
-        offset = r.offset();
-        if r.header("stream-up-to-date") == Some("true") {
-            break;
-        }
-    }
-    text.split_terminator(';').map(str::to_string).collect()
+    read_bodies(base, STREAM, headers)
 }
 
 #[test]

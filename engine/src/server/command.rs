@@ -169,23 +169,24 @@ fn content_type(headers: &HeaderMap) -> Result<Option<String>, Failure> {
     }
 }
 
-/// `Rill-Allow-Stale`: `true` or `false` (absent: `false`).
-fn allow_stale(headers: &HeaderMap) -> Result<bool, Failure> {
-    match header(headers, h::RILL_ALLOW_STALE)? {
+/// A `true`/`false` header (either case; absent: `false`), named `shown`
+/// in the refusal of any other value.
+fn flag(headers: &HeaderMap, name: &str, shown: &str) -> Result<bool, Failure> {
+    match header(headers, name)? {
         None => Ok(false),
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
         Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-        Some(v) => Err(Failure::bad_request(format!("Rill-Allow-Stale must be true or false, got {v:?}"))),
+        Some(v) => Err(Failure::bad_request(format!("{shown} must be true or false, got {v:?}"))),
     }
 }
 
+/// `Rill-Allow-Stale`.
+fn allow_stale(headers: &HeaderMap) -> Result<bool, Failure> {
+    flag(headers, h::RILL_ALLOW_STALE, "Rill-Allow-Stale")
+}
+
 fn closed_flag(headers: &HeaderMap) -> Result<bool, Failure> {
-    match header(headers, h::STREAM_CLOSED)? {
-        None => Ok(false),
-        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
-        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-        Some(v) => Err(Failure::bad_request(format!("Stream-Closed must be true or false, got {v:?}"))),
-    }
+    flag(headers, h::STREAM_CLOSED, "Stream-Closed")
 }
 
 /// All three producer headers, or none.

@@ -11,6 +11,7 @@
 //! deterministically through [`ClusterConfig::keep`].
 
 use super::cluster::{run_cluster_with, ClusterConfig, ClusterFailure};
+use super::shrink::ddmin;
 
 /// The shrunk operation list (indexes into the seed's plan), the failure it
 /// still shows, and how many runs the shrinking took.
@@ -33,38 +34,13 @@ pub fn shrink_cluster(config: &ClusterConfig, max_runs: usize) -> Option<Cluster
     let first = run_cluster_with(config).err()?;
     let check = first.check;
     let executed: Vec<usize> = config.keep.clone().unwrap_or_else(|| (0..config.ops).collect());
-    let mut keep = through(&executed, &first);
-    let mut best = first;
+    let keep = through(&executed, &first);
     let mut runs = 1;
-    let fails = |candidate: &[usize], runs: &mut usize| -> Option<ClusterFailure> {
-        *runs += 1;
+    let fails = |candidate: &[usize]| -> Option<ClusterFailure> {
         let mut cfg = config.clone();
         cfg.keep = Some(candidate.to_vec());
         run_cluster_with(&cfg).err().filter(|f| f.check == check)
     };
-    let mut chunks = 2usize;
-    while !keep.is_empty() && runs < max_runs {
-        let size = keep.len().div_ceil(chunks);
-        let mut reduced = false;
-        let mut start = 0;
-        while start < keep.len() && runs < max_runs {
-            let candidate: Vec<usize> =
-                keep[..start].iter().chain(keep[(start + size).min(keep.len())..].iter()).copied().collect();
-            if let Some(failure) = fails(&candidate, &mut runs) {
-                keep = through(&candidate, &failure);
-                best = failure;
-                reduced = true;
-                chunks = (chunks - 1).max(2);
-                break;
-            }
-            start += size;
-        }
-        if !reduced {
-            if size == 1 {
-                break;
-            }
-            chunks = (chunks * 2).min(keep.len());
-        }
-    }
-    Some(ClusterShrunk { keep, failure: best, runs })
+    let (keep, failure) = ddmin(keep, first, 1, max_runs, &mut runs, fails, |c, f| through(&c, f));
+    Some(ClusterShrunk { keep, failure, runs })
 }

@@ -22,28 +22,50 @@ pub struct Shrunk {
 pub fn shrink(config: &SimConfig, max_runs: usize) -> Option<Shrunk> {
     let first = run(config).failure?;
     let check = first.check;
-    let mut keep: Vec<usize> = match &config.keep {
+    let keep: Vec<usize> = match &config.keep {
         Some(keep) => keep.iter().copied().take(first.step + 1).collect(),
         None => (0..=first.index.min(config.ops.saturating_sub(1))).collect(),
     };
-    let mut best = first;
     let mut runs = 1;
-    let fails = |candidate: &[usize], runs: &mut usize| -> Option<Failure> {
-        *runs += 1;
+    let fails = |candidate: &[usize]| -> Option<Failure> {
         let mut cfg = config.clone();
         cfg.keep = Some(candidate.to_vec());
         run(&cfg).failure.filter(|f| f.check == check)
     };
+    let cut =
+        |candidate: Vec<usize>, failure: &Failure| candidate.into_iter().take(failure.step + 1).collect();
+    let (keep, failure) = ddmin(keep, first, 2, max_runs, &mut runs, fails, cut);
+    Some(Shrunk { keep, failure, runs })
+}
+
+/// Delta debugging over a list of operation indexes, for both simulations'
+/// shrinkers: while `keep` has at least `min_len` operations and fewer than
+/// `max_runs` runs were made (`runs` counts them, the first included),
+/// try `keep` without one of its chunks; a candidate that still fails
+/// (`fails` answers its failure) becomes `keep`, cut by `cut` to what the
+/// failure needs, and the chunks grow one fewer; when no chunk can go, the
+/// chunks halve in size, down to single operations. Returns the shortest
+/// failing list and its failure (`best` if nothing could go).
+pub fn ddmin<F>(
+    mut keep: Vec<usize>,
+    mut best: F,
+    min_len: usize,
+    max_runs: usize,
+    runs: &mut usize,
+    mut fails: impl FnMut(&[usize]) -> Option<F>,
+    cut: impl Fn(Vec<usize>, &F) -> Vec<usize>,
+) -> (Vec<usize>, F) {
     let mut chunks = 2usize;
-    while keep.len() > 1 && runs < max_runs {
+    while keep.len() >= min_len && !keep.is_empty() && *runs < max_runs {
         let size = keep.len().div_ceil(chunks);
         let mut reduced = false;
         let mut start = 0;
-        while start < keep.len() && runs < max_runs {
+        while start < keep.len() && *runs < max_runs {
             let candidate: Vec<usize> =
                 keep[..start].iter().chain(keep[(start + size).min(keep.len())..].iter()).copied().collect();
-            if let Some(failure) = fails(&candidate, &mut runs) {
-                keep = candidate.into_iter().take(failure.step + 1).collect();
+            *runs += 1;
+            if let Some(failure) = fails(&candidate) {
+                keep = cut(candidate, &failure);
                 best = failure;
                 reduced = true;
                 chunks = (chunks - 1).max(2);
@@ -58,7 +80,7 @@ pub fn shrink(config: &SimConfig, max_runs: usize) -> Option<Shrunk> {
             chunks = (chunks * 2).min(keep.len());
         }
     }
-    Some(Shrunk { keep, failure: best, runs })
+    (keep, best)
 }
 
 /// `keep` as a compact list of ranges ("0-5,9,12-20").

@@ -152,3 +152,26 @@ pub fn wait_for_leaders(bases: &[String], groups: u32) {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// The `;`-terminated bodies of `stream` (a path) read through `base` from
+/// the start, with `headers` on every request. A page answered 503 (a
+/// leadership change under way) is asked again, for up to 10 s.
+pub fn read_bodies(base: &str, stream: &str, headers: &[(&str, &str)]) -> Vec<String> {
+    let mut text = String::new();
+    let mut offset = "-1".to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for _ in 0..10_000 {
+        let r = try_call("GET", &format!("{base}{stream}?offset={offset}"), headers, b"").expect("read");
+        if r.status == 503 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            continue;
+        }
+        assert_eq!(r.status, 200, "read through {base}: {}", r.text());
+        text.push_str(&r.text());
+        offset = r.offset();
+        if r.header("stream-up-to-date") == Some("true") {
+            break;
+        }
+    }
+    text.split_terminator(';').map(str::to_string).collect()
+}
