@@ -43,6 +43,7 @@ pub struct ClusterConfig {
     pub(crate) request_timeout: Duration,
     pub(crate) snapshot_every: u64,
     pub(crate) raft_listen: Option<SocketAddr>,
+    pub(crate) balance_leaders: bool,
 }
 
 impl ClusterConfig {
@@ -59,6 +60,7 @@ impl ClusterConfig {
             request_timeout: Duration::from_secs(5),
             snapshot_every: 4096,
             raft_listen: None,
+            balance_leaders: true,
         }
     }
 
@@ -124,6 +126,17 @@ impl ClusterConfig {
         self
     }
 
+    /// Whether each group's leadership moves to its preferred node (the
+    /// members in id order, one group after another) once that node holds
+    /// every entry, so the nodes share the leaders' work and a node that
+    /// restarts takes its groups back within seconds; each move is a brief
+    /// `NotLeader` for that group. Default on; every node should be given
+    /// the same setting.
+    pub fn balance_leaders(mut self, on: bool) -> Self {
+        self.balance_leaders = on;
+        self
+    }
+
     /// Where this node binds its raft listener (see [`Self::raft_listen`]).
     pub(crate) fn raft_bind(&self) -> Result<SocketAddr> {
         Ok(match self.raft_listen {
@@ -179,6 +192,7 @@ impl ClusterConfig {
             config,
             heartbeat: self.heartbeat,
             timeout: self.request_timeout,
+            balance_leaders: self.balance_leaders,
             groups,
             cores: u32::try_from(cores).map_err(|_| Error::bad_request("too many cores"))?,
         })

@@ -149,6 +149,11 @@ pub struct ServeArgs {
     /// or a port forward in between).
     #[arg(long, value_name = "ADDR", requires = "cluster")]
     pub raft_listen: Option<SocketAddr>,
+    /// Leave each group's leadership where elections put it, instead of
+    /// moving it to the group's preferred node (the members in id order,
+    /// one group after another). Give every node the same setting.
+    #[arg(long, requires = "cluster")]
+    pub no_balance_leaders: bool,
 }
 
 /// Everything `rill serve` needs, from the flags.
@@ -222,7 +227,8 @@ impl ServeArgs {
             let cluster = match self.raft_listen {
                 Some(addr) => cluster.raft_listen(addr),
                 None => cluster,
-            };
+            }
+            .balance_leaders(!self.no_balance_leaders);
             config = config.cluster(cluster);
         }
         let options = ServeOptions {
@@ -282,6 +288,10 @@ mod tests {
             "127.0.0.1:7001".parse().unwrap(),
             "peers still dial the entry"
         );
+        assert!(cluster.balance_leaders, "leaders are balanced by default");
+        let off: Vec<&str> = base.iter().copied().chain(["--no-balance-leaders"]).collect();
+        let Command::Serve(args) = parse(&off).unwrap().command;
+        assert!(!args.resolve().unwrap().config.cluster_config().expect("a cluster").balance_leaders);
         assert!(
             parse(&["serve", "--dir", "d", "--raft-listen", "127.0.0.1:9001"]).is_err(),
             "needs --cluster"

@@ -71,6 +71,9 @@ pub struct ClusterSpec {
     pub heartbeat: Duration,
     /// How long a proposal or a read may wait.
     pub timeout: Duration,
+    /// Whether the nodes hand each group's leadership to its preferred
+    /// node (`balance.rs`).
+    pub balance_leaders: bool,
     /// The node's group count, checked at every handshake.
     pub groups: u32,
     /// The node's core count, checked at every handshake.
@@ -172,7 +175,9 @@ pub async fn start_core(
     let hello = Hello::new(spec.cluster_id, spec.node, spec.groups, spec.cores).on_core(core_index);
     let net = TcpNet::new(hello, spec.peers.clone());
     let pacer = Pacer::new(spec.heartbeat);
-    pacer.balance_leaders(spec.node, spec.members.keys().copied().collect());
+    if spec.balance_leaders {
+        pacer.balance_leaders(spec.node, spec.members.keys().copied().collect());
+    }
     let wal_journal = WalJournal::new(log, pins);
     let log_checkpoints = LogCheckpoints::new(wal_journal.clone(), checkpoint_dir.clone());
     let journal: Rc<dyn super::journal::RaftJournal> = Rc::new(wal_journal);
