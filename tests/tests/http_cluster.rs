@@ -1,14 +1,18 @@
 //! Three `rill serve --cluster` processes on loopback: the server contract
 //! of issue 17, under load, with the leader killed by SIGKILL.
 //!
-//! A writer sends idempotent-producer appends to the nodes in turn (a
-//! follower forwards to the group's leader), retrying a 503 or a broken
-//! connection with the same sequence number. Meanwhile the test finds the
+//! Three writers, each an idempotent producer of its own, send appends to
+//! the nodes in turn (a follower forwards to the group's leader), retrying
+//! a 503 or a broken connection with the same sequence number, and record
+//! when each append was first sent and when it was acknowledged. Meanwhile
+//! the test finds the
 //! stream's leader (the one node that serves a request marked as already
 //! forwarded), kills it with SIGKILL, and restarts it on the same directory
 //! and ports, `RILL_CLUSTER_KILLS` times (default 20). Afterwards, through
-//! every node, the stream holds every acknowledged append exactly once and
-//! in order, and nothing that was never sent. Each kill's time to the next
+//! every node, the stream holds every acknowledged append exactly once,
+//! each writer's in its order, nothing that was never sent, and the
+//! history is linearizable: an append acknowledged before another was
+//! first sent stands before it in the stream. Each kill's time to the next
 //! acknowledged append is printed (the failover time a client sees). Last,
 //! with two nodes down, the remaining one answers every write 503 with
 //! Retry-After within the request timeout, never a 2xx; such a write may
@@ -28,25 +32,29 @@ use http_support::try_call;
 
 const STREAM: &str = "/v1/stream/cluster-s";
 
-fn headers(seq: u64) -> Vec<(String, String)> {
+/// Concurrent writers, each its own producer.
+const WRITERS: usize = 3;
+
+fn headers(writer: usize, seq: u64) -> Vec<(String, String)> {
     vec![
         ("content-type".into(), "text/plain".into()),
-        ("producer-id".into(), "p".into()),
+        ("producer-id".into(), format!("p{writer}")),
         ("producer-epoch".into(), "0".into()),
         ("producer-seq".into(), seq.to_string()),
     ]
 }
 
-/// Appends `seq` through `base` until a 2xx (a retry of the same seq is
-/// deduplicated, so it lands once).
-fn append_until_acked(bases: &[String], start: usize, seq: u64) -> bool {
-    let h = headers(seq);
+/// Appends writer `writer`'s `seq` (body `writer:seq;`) through the nodes
+/// in turn until a 2xx (a retry of the same seq is deduplicated, so it
+/// lands once).
+fn append_until_acked(bases: &[String], start: usize, writer: usize, seq: u64) -> bool {
+    let h = headers(writer, seq);
     let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut at = start;
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let base = &bases[at % bases.len()];
-        match try_call("POST", &format!("{base}{STREAM}"), &h, format!("{seq};").as_bytes()) {
+        match try_call("POST", &format!("{base}{STREAM}"), &h, format!("{writer}:{seq};").as_bytes()) {
             Ok(r) if (200..300).contains(&r.status) => return true,
             Ok(r) if r.status == 503 => {}
             Ok(r) => panic!("append {seq} got {}: {}", r.status, r.text()),
@@ -58,32 +66,78 @@ fn append_until_acked(bases: &[String], start: usize, seq: u64) -> bool {
     false
 }
 
-/// What a minority write's body reads as.
-const MINORITY: u64 = u64::MAX;
+/// A minority write's body.
+const MINORITY: &str = "minority";
 
-/// [`read_seqs`], retrying while the healed cluster elects a leader.
-fn read_seqs_until_leader(base: &str) -> Vec<u64> {
+/// The stream's bodies through `base`, retrying while the healed cluster
+/// elects a leader.
+fn read_until_leader(base: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let url = format!("{base}{STREAM}?offset=-1");
         match try_call("GET", &url, &[], b"") {
-            Ok(r) if r.status == 200 => return read_seqs(base),
+            Ok(r) if r.status == 200 => return read_bodies(base, STREAM, &[]),
             _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
             other => panic!("no leader through {base} after the heal: {other:?}"),
         }
     }
 }
 
-fn read_seqs(base: &str) -> Vec<u64> {
-    read_seqs_with(base, &[])
+/// One acknowledged append: who sent it, its seq, when it was first sent
+/// and when it was acknowledged.
+#[derive(Clone, Copy, Debug)]
+struct Op {
+    writer: usize,
+    seq: u64,
+    sent: Instant,
+    acked: Instant,
 }
 
-/// The stream's seqs read through `base` with `headers` on every request.
-fn read_seqs_with(base: &str, headers: &[(&str, &str)]) -> Vec<u64> {
-    read_bodies(base, STREAM, headers)
+/// Checks `history` (the stream's bodies) against the acknowledged `ops`:
+/// every op exactly once, each writer's in seq order, nothing else but
+/// minority writes after all of them, and real-time order: an op
+/// acknowledged before another was first sent stands before it.
+fn check_history(history: &[String], ops: &[Op], through: &str) {
+    let mut at = std::collections::HashMap::new();
+    for (pos, body) in history.iter().enumerate() {
+        if body == MINORITY {
+            continue;
+        }
+        let (w, seq) = body.split_once(':').expect("writer:seq");
+        let key: (usize, u64) = (w.parse().expect("a writer"), seq.parse().expect("a seq"));
+        assert!(at.insert(key, pos).is_none(), "{body} stands twice in the stream through {through}");
+    }
+    assert_eq!(at.len(), ops.len(), "the stream through {through} holds other appends than the acknowledged");
+    let pos = |op: &Op| {
+        *at.get(&(op.writer, op.seq)).unwrap_or_else(|| panic!("{op:?} is missing through {through}"))
+    };
+    for w in 0..WRITERS {
+        let mine: Vec<usize> = ops.iter().filter(|o| o.writer == w).map(pos).collect();
+        assert!(mine.windows(2).all(|p| p[0] < p[1]), "writer {w}'s appends out of order through {through}");
+    }
+    let first_minority = history.iter().position(|b| b == MINORITY).unwrap_or(history.len());
+    assert!(first_minority >= ops.len(), "a minority write lands only after the acknowledged history");
+    // Real time: sorted by acknowledgement, the furthest position among the
+    // ops acknowledged before an op was sent must be before that op.
+    let mut by_ack: Vec<(Instant, usize)> = ops.iter().map(|o| (o.acked, pos(o))).collect();
+    by_ack.sort();
+    let furthest: Vec<usize> = by_ack
         .iter()
-        .map(|t| if t == "minority" { MINORITY } else { t.parse().expect("a seq") })
-        .collect()
+        .scan(0usize, |max, (_, p)| {
+            *max = (*max).max(*p);
+            Some(*max)
+        })
+        .collect();
+    for op in ops {
+        let before = by_ack.partition_point(|(acked, _)| *acked < op.sent);
+        if before > 0 {
+            assert!(
+                furthest[before - 1] < pos(op),
+                "not linearizable through {through}: {op:?} at {} follows an append acknowledged before it was sent",
+                pos(op)
+            );
+        }
+    }
 }
 
 #[test]
@@ -130,19 +184,30 @@ fn acknowledged_appends_survive_leader_kills() {
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicU64::new(0));
     let last_ack_at = Arc::new(parking_lot::Mutex::new(Instant::now()));
-    let writer = {
-        let (bases, stop, acked, last) = (bases.clone(), stop.clone(), acked.clone(), last_ack_at.clone());
-        std::thread::spawn(move || {
-            let mut seq = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                assert!(append_until_acked(&bases, seq as usize, seq), "append {seq} never acknowledged");
-                seq += 1;
-                acked.store(seq, Ordering::Relaxed);
-                *last.lock() = Instant::now();
-            }
-            seq
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|writer| {
+            let (bases, stop, acked, last) =
+                (bases.clone(), stop.clone(), acked.clone(), last_ack_at.clone());
+            std::thread::spawn(move || {
+                let mut ops = Vec::new();
+                let mut seq = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let sent = Instant::now();
+                    let start = seq as usize + writer;
+                    assert!(
+                        append_until_acked(&bases, start, writer, seq),
+                        "append {writer}:{seq} never acknowledged"
+                    );
+                    let now = Instant::now();
+                    ops.push(Op { writer, seq, sent, acked: now });
+                    seq += 1;
+                    acked.fetch_add(1, Ordering::Relaxed);
+                    *last.lock() = now;
+                }
+                ops
+            })
         })
-    };
+        .collect();
     let mut failovers = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60 + 10 * kills as u64);
     while failovers.len() < kills {
@@ -163,7 +228,7 @@ fn acknowledged_appends_survive_leader_kills() {
     }
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
-    let sent = writer.join().expect("writer");
+    let ops: Vec<Op> = writers.into_iter().flat_map(|w| w.join().expect("writer")).collect();
     failovers.sort();
     if !failovers.is_empty() {
         let at = |q: f64| failovers[((failovers.len() - 1) as f64 * q).round() as usize];
@@ -175,7 +240,7 @@ fn acknowledged_appends_survive_leader_kills() {
             failovers[failovers.len() - 1]
         );
     }
-    assert!(sent > 0, "the writer acknowledged nothing");
+    assert!(!ops.is_empty(), "the writers acknowledged nothing");
     // A minority: with two nodes down, the last one acknowledges nothing
     // (503 within the request timeout, never a 2xx), then the cluster heals.
     nodes[1].kill();
@@ -191,33 +256,55 @@ fn acknowledged_appends_survive_leader_kills() {
     }
     nodes[1].start();
     nodes[2].start();
-    // Every node (directly or by forwarding) serves the same history:
-    // each acknowledged seq once, in order, nothing never sent.
-    // A minority write was never acknowledged, yet it may have reached a
-    // log and commit after the heal (that is what `NoQuorum` warns of):
-    // it may only follow the acknowledged history.
+    // Every node (directly or by forwarding) serves the same history,
+    // linearizable and with each acknowledged append once. A minority write
+    // was never acknowledged, yet it may have reached a log and commit after
+    // the heal (that is what `NoQuorum` warns of): it may only follow the
+    // acknowledged history.
+    let history = read_until_leader(&bases[0]);
+    eprintln!("{} appends acknowledged by {WRITERS} writers; the history is linearizable", ops.len());
     for base in &bases {
-        let seqs = read_seqs_until_leader(base);
-        let acked: Vec<u64> = seqs.iter().copied().filter(|s| *s != MINORITY).collect();
-        assert_eq!(acked, (0..sent).collect::<Vec<u64>>(), "through {base}");
-        let first_minority = seqs.iter().position(|s| *s == MINORITY).unwrap_or(seqs.len());
-        assert!(first_minority as u64 >= sent, "a minority write lands only after the acknowledged history");
+        let seen = read_until_leader(base);
+        check_history(&seen, &ops, base);
     }
     // `Rill-Allow-Stale: true`: every node serves its own replica, even a
     // request it may not forward, and each converges on the history the
     // leader serves.
-    let history = read_seqs_until_leader(&bases[0]);
     let stale = [("rill-allow-stale", "true"), ("rill-forwarded", "1")];
     for base in &bases {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let head = try_call("HEAD", &format!("{base}{STREAM}"), &stale, b"").expect("stale head");
             assert_eq!(head.status, 200, "a stale HEAD is served by every node");
-            if read_seqs_with(base, &stale) == history {
+            if read_bodies(base, STREAM, &stale) == history {
                 break;
             }
             assert!(Instant::now() < deadline, "the replica behind {base} never caught up");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// The history checker itself: a history that puts an append before one
+/// acknowledged before it was sent is refused; concurrent appends may land
+/// in either order.
+#[test]
+fn the_history_checker_refuses_what_is_not_linearizable() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let ops = [
+        Op { writer: 0, seq: 0, sent: at(0), acked: at(10) },
+        Op { writer: 1, seq: 0, sent: at(5), acked: at(15) },
+        Op { writer: 2, seq: 0, sent: at(20), acked: at(30) },
+    ];
+    let bodies = |list: &[&str]| list.iter().map(|b| b.to_string()).collect::<Vec<String>>();
+    // 0:0 and 1:0 overlap: either order is linearizable.
+    check_history(&bodies(&["0:0", "1:0", "2:0"]), &ops, "ok");
+    check_history(&bodies(&["1:0", "0:0", "2:0", MINORITY]), &ops, "ok");
+    let refused =
+        |history: Vec<String>| std::panic::catch_unwind(|| check_history(&history, &ops, "planted")).is_err();
+    assert!(refused(bodies(&["2:0", "0:0", "1:0"])), "2:0 was sent after 0:0 and 1:0 were acknowledged");
+    assert!(refused(bodies(&["0:0", "1:0"])), "an acknowledged append is missing");
+    assert!(refused(bodies(&["0:0", "1:0", "2:0", "2:0"])), "an append stands twice");
+    assert!(refused(bodies(&["0:0", MINORITY, "1:0", "2:0"])), "a minority write inside the history");
 }
