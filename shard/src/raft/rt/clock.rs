@@ -187,10 +187,15 @@ const TIMER_GRID: Duration = Duration::from_millis(4);
 /// `duration` stretched (by less than [`TIMER_GRID`]) so the timer is due
 /// on a grid line; a zero duration stays zero.
 fn on_grid(duration: Duration) -> Duration {
+    grid_wait(real_base().elapsed(), duration)
+}
+
+/// From `now` (since the clock's origin), the wait at least `duration`
+/// long that ends on a grid line; a zero duration stays zero.
+fn grid_wait(now: Duration, duration: Duration) -> Duration {
     if duration.is_zero() {
         return duration;
     }
-    let now = real_base().elapsed();
     let step = TIMER_GRID.as_nanos();
     let due = now.saturating_add(duration).as_nanos().div_ceil(step) * step;
     Duration::from_nanos(u64::try_from(due).unwrap_or(u64::MAX)).saturating_sub(now)
@@ -294,5 +299,27 @@ impl rand::TryRng for RtRng {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_timers_are_stretched_to_the_grid_never_shortened() {
+        assert_eq!(grid_wait(Duration::from_micros(1234), Duration::ZERO), Duration::ZERO);
+        let step = TIMER_GRID.as_nanos();
+        for now_us in [0u64, 1, 3_999, 4_000, 4_001, 123_456_789] {
+            let now = Duration::from_micros(now_us);
+            for ms in [1u64, 3, 4, 5, 59, 60, 300, 601] {
+                let asked = Duration::from_millis(ms);
+                let given = grid_wait(now, asked);
+                assert!(given >= asked, "{ms} ms at {now:?} shortened to {given:?}");
+                assert!(given < asked + TIMER_GRID, "{ms} ms at {now:?} stretched to {given:?}");
+                assert_eq!((now + given).as_nanos() % step, 0, "{ms} ms at {now:?} ends off the grid");
+            }
+        }
+        assert!(on_grid(Duration::from_millis(5)) >= Duration::from_millis(5));
     }
 }
