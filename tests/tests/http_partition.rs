@@ -196,7 +196,10 @@ fn a_minority_never_acknowledges_and_the_majority_goes_on() {
             seq
         })
     };
+    let deadline = Instant::now() + Duration::from_secs(30);
     while acked.load(Ordering::Relaxed) < 20 {
+        assert!(!writer.is_finished(), "the writer stopped before the partition");
+        assert!(Instant::now() < deadline, "fewer than 20 appends acknowledged in 30 s before the partition");
         std::thread::sleep(Duration::from_millis(20));
     }
 
