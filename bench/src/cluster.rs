@@ -31,7 +31,7 @@
 //! run is appended to `<dir>/cluster-bench.jsonl`.
 
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -41,6 +41,8 @@ use futures::stream::{self, FuturesUnordered, StreamExt};
 use hdrhistogram::Histogram;
 use rill::{Append, ClusterConfig, Config, Create, Engine, ErrorCode, ErrorKind, StreamId};
 
+use crate::cluster_idle::free_addr;
+use crate::sample::Stat;
 use crate::util::{filler, latency_histogram, Result};
 
 /// Options of the profile.
@@ -264,10 +266,6 @@ fn client(
     })
 }
 
-fn free_addr() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
-
 /// Opens a single node (`nodes` 1) or a cluster of `nodes` engines in
 /// fresh directories under `dir`.
 fn open(dir: &Path, nodes: usize, cores: usize) -> Result<Vec<Engine>> {
@@ -319,18 +317,15 @@ fn close(engines: Vec<Engine>) -> Result<()> {
     Ok(())
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+/// The median of `values` (the suite's own [`Stat`]).
+fn median(values: Vec<f64>) -> f64 {
+    Stat::of(&values).median
 }
 
+/// The smallest and largest of `values`.
 fn range(values: &[f64]) -> (f64, f64) {
-    values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(*v), hi.max(*v)))
+    let s = Stat::of(values);
+    (s.min, s.max)
 }
 
 /// A target row: name, measured median, its range, the goal and whether

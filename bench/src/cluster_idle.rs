@@ -51,7 +51,8 @@ impl Drop for Node {
     }
 }
 
-fn free_addr() -> Result<SocketAddr> {
+/// A free loopback address (bound once to learn it, then released).
+pub fn free_addr() -> Result<SocketAddr> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
