@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rill_shard::cluster::ClusterSpec;
+use std::sync::Arc;
+
+use rill_shard::cluster::{AddressBook, ClusterIdentity, ClusterSpec};
 use rill_shard::{Error, Result};
 
 /// One member of a cluster: where it takes raft traffic and HTTP.
@@ -44,6 +46,7 @@ pub struct ClusterConfig {
     pub(crate) snapshot_every: u64,
     pub(crate) raft_listen: Option<SocketAddr>,
     pub(crate) balance_leaders: bool,
+    pub(crate) join: bool,
 }
 
 impl ClusterConfig {
@@ -61,6 +64,7 @@ impl ClusterConfig {
             snapshot_every: 4096,
             raft_listen: None,
             balance_leaders: true,
+            join: false,
         }
     }
 
@@ -137,6 +141,17 @@ impl ClusterConfig {
         self
     }
 
+    /// Starts this node to join a running cluster instead of forming one:
+    /// it initializes no group and waits until the cluster adds it
+    /// ([`crate::Engine::change_members`] on any member); it takes the
+    /// cluster's id from the first member that dials it, and records it.
+    /// Only the first start of an empty data directory reads this: a
+    /// directory that belongs to a cluster stays in it. Default off.
+    pub fn join(mut self, on: bool) -> Self {
+        self.join = on;
+        self
+    }
+
     /// Where this node binds its raft listener (see [`Self::raft_listen`]).
     pub(crate) fn raft_bind(&self) -> Result<SocketAddr> {
         Ok(match self.raft_listen {
@@ -172,24 +187,25 @@ impl ClusterConfig {
             return Err(Error::bad_request("the request timeout must be above zero"));
         }
         // openraft checks the heartbeat against the election timeout.
-        self.spec(1, 1).map(|_| ())
+        self.timings().map(|_| ())
     }
 
-    /// What every core of this node is told of the cluster.
-    pub(crate) fn spec(&self, groups: u32, cores: usize) -> Result<ClusterSpec> {
-        let ms = |d: Duration| d.as_millis() as u64;
-        let config = rill_shard::cluster::timings(
-            ms(self.heartbeat),
-            (ms(self.election.0), ms(self.election.1)),
-            Some((self.snapshot_every, self.snapshot_every / 4)),
-        )?;
+    /// What every core of this node is told of the cluster, which
+    /// `identity` says this node belongs to.
+    pub(crate) fn spec(
+        &self,
+        groups: u32,
+        cores: usize,
+        identity: Arc<ClusterIdentity>,
+        book: AddressBook,
+    ) -> Result<ClusterSpec> {
         Ok(ClusterSpec {
             node: self.node,
             boot: boot_number(),
-            cluster_id: self.cluster_id(),
+            identity,
             members: self.raft_members(),
-            peers: self.peers(),
-            config,
+            book,
+            config: self.timings()?,
             heartbeat: self.heartbeat,
             timeout: self.request_timeout,
             balance_leaders: self.balance_leaders,
@@ -198,9 +214,20 @@ impl ClusterConfig {
         })
     }
 
-    /// A cluster id both sides of a handshake must agree on: a hash of the
-    /// member list, so nodes started with different lists refuse each
-    /// other.
+    /// openraft's settings from this configuration.
+    fn timings(&self) -> Result<rill_shard::cluster::RaftConfig> {
+        let ms = |d: Duration| d.as_millis() as u64;
+        rill_shard::cluster::timings(
+            ms(self.heartbeat),
+            (ms(self.election.0), ms(self.election.1)),
+            Some((self.snapshot_every, self.snapshot_every / 4)),
+        )
+    }
+
+    /// The cluster id the founding members derive from their member list (a
+    /// hash of it, so nodes started with different lists refuse each
+    /// other); a data directory records the id it was formed or joined
+    /// with and keeps it through later membership changes.
     pub(crate) fn cluster_id(&self) -> u64 {
         let mut hasher = blake3::Hasher::new();
         for (id, member) in &self.members {
@@ -228,7 +255,8 @@ impl ClusterConfig {
     }
 
     /// Every other member's raft address.
-    pub(crate) fn peers(&self) -> BTreeMap<u64, SocketAddr> {
+    #[cfg(test)]
+    fn peers(&self) -> BTreeMap<u64, SocketAddr> {
         self.members.iter().filter(|(id, _)| **id != self.node).map(|(id, m)| (*id, m.raft_addr)).collect()
     }
 }

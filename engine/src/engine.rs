@@ -77,6 +77,8 @@ pub(crate) struct Inner {
     /// for as long as the engine lives, its accept thread stops on drop.
     #[allow(dead_code)]
     pub(crate) acceptor: Option<rill_shard::cluster::Acceptor>,
+    /// A replicated node's view of every member's addresses.
+    pub(crate) book: Option<rill_shard::cluster::AddressBook>,
 }
 
 impl Engine {
@@ -88,14 +90,22 @@ impl Engine {
         shape::check_or_record(&config.data_dir, config.groups, config.cores)?;
         let (states, seeds, next_lsn) = recover_states(&config)?;
         let log_factory = config.log_factory.clone().unwrap_or_else(|| wal_factory(&config, next_lsn));
-        let (acceptor, cluster) = match (&config.cluster, seeds) {
+        let (acceptor, cluster, book) = match (&config.cluster, seeds) {
             (Some(cluster), Some(seeds)) => {
-                let spec = cluster.spec(config.groups, config.cores)?;
+                let identity = Arc::new(rill_shard::cluster::ClusterIdentity::open(
+                    &config.data_dir,
+                    cluster.node(),
+                    cluster.cluster_id(),
+                    cluster.join,
+                )?);
+                let book = rill_shard::cluster::AddressBook::new(cluster.raft_members());
+                let spec = cluster.spec(config.groups, config.cores, identity.clone(), book.clone())?;
+                let hello = rill_shard::cluster::Hello::new(identity.id(), spec.node, spec.groups, spec.cores);
                 let (acceptor, incoming) =
-                    rill_shard::cluster::Acceptor::start(cluster.raft_bind()?, config.cores)?;
-                (Some(acceptor), Some((spec, seeds, incoming)))
+                    rill_shard::cluster::Acceptor::start(cluster.raft_bind()?, config.cores, hello, identity)?;
+                (Some(acceptor), Some((spec, seeds, incoming)), Some(book))
             }
-            _ => (None, None),
+            _ => (None, None, None),
         };
         let core_metrics: Vec<Arc<CoreMetrics>> =
             (0..config.cores).map(|_| Arc::new(CoreMetrics::default())).collect();
@@ -121,6 +131,7 @@ impl Engine {
                 fork_keeper: std::sync::OnceLock::new(),
                 fork_pins: futures::lock::Mutex::new(()),
                 acceptor,
+                book,
             }),
         };
         start_fork_keeper(&engine.inner);

@@ -34,6 +34,7 @@ mod engine;
 mod fork;
 mod fork_keeper;
 mod kick;
+mod members;
 mod metrics;
 mod queues;
 mod retention;
@@ -47,6 +48,8 @@ pub mod server;
 
 pub use admin::PurgeReport;
 pub use cluster::{ClusterConfig, ClusterMember};
+pub use members::ClusterView;
+pub use rill_shard::cluster::{GroupMembers, Member, MemberChange};
 pub use config::{online_cpus, Config, DEFAULT_GROUPS, DEFAULT_IO_MEMORY_BYTES};
 pub use engine::Engine;
 pub use fork::MAX_FORK_COPY_BYTES;

@@ -122,8 +122,13 @@ pub mod node {
 /// groups' seeds at open, each core's cluster spec, the raft address's
 /// acceptor and the member addresses.
 pub mod cluster {
+    pub use crate::raft::address_book::AddressBook;
+    pub use crate::raft::identity::{ClusterIdentity, Origin, IDENTITY_FILE};
+    pub use crate::raft::membership::{GroupMembers, MemberChange, MIN_VOTERS};
     pub use crate::raft::net::acceptor::{Acceptor, Incoming};
+    pub use crate::raft::net::handshake::Hello;
+    pub use crate::runtime::envelope::MembersRequest;
     pub use crate::raft::node::{seed_groups, ClusterSpec, CoreCluster, GroupSeed};
-    pub use crate::raft::replica::timings;
+    pub use crate::raft::replica::{timings, RaftConfig};
     pub use crate::raft::types::{Member, NodeId};
 }

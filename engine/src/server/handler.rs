@@ -74,7 +74,7 @@ async fn serve(ctx: &Rc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>, 
         (Err(failure), Some(replay), Some(cluster)) => {
             // A follower of the stream's group: on to its leader.
             let leader = failure.leader.filter(|n| *n != cluster.node());
-            match leader.and_then(|n| cluster.members().get(&n)).filter(|m| !m.http_addr.is_empty()) {
+            match leader.and_then(|n| ctx.engine.cluster_member(n)).filter(|m| !m.http_addr.is_empty()) {
                 Some(member) => forward(&member.http_addr, replay).await,
                 None => Err(failure),
             }

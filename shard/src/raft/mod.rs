@@ -12,6 +12,7 @@
 //! machine over `GroupState`, the transport) builds on these; the design is
 //! in ARCHITECTURE.md, "Replication".
 
+pub mod address_book;
 pub mod balance;
 pub mod checkpoint;
 pub mod rt;
@@ -20,8 +21,10 @@ pub mod wire;
 pub mod journal;
 pub mod log_checkpoint;
 pub mod log_image;
+pub mod identity;
 pub mod log_store;
 pub mod mem_net;
+pub mod membership;
 pub mod net;
 pub mod node;
 pub mod pacer;

@@ -21,7 +21,6 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -38,7 +37,9 @@ use super::net::acceptor::Incoming;
 use super::net::handshake::Hello;
 use super::net::link::TcpNetFactory;
 use super::net::transport::TcpNet;
+use super::address_book::AddressBook;
 use super::balance::preferred_leader;
+use super::identity::ClusterIdentity;
 use super::pacer::{paced, Pacer};
 use super::replica::{restore, GroupReplica, ReplicaStart};
 use super::rt::GlommioRt;
@@ -59,12 +60,14 @@ pub struct ClusterSpec {
     /// A number drawn when the node started (proposal ids of an earlier
     /// run never match this run's).
     pub boot: u64,
-    /// Refuses peers of another cluster at the handshake.
-    pub cluster_id: u64,
-    /// Every voter, with its addresses (this node included).
+    /// The cluster this node belongs to (peers of another are refused at
+    /// the handshake) and whether it initializes fresh groups.
+    pub identity: Arc<ClusterIdentity>,
+    /// The members the node was started with (this node included): the
+    /// voters a fresh group is initialized with.
     pub members: BTreeMap<NodeId, Member>,
-    /// Every other node's raft address.
-    pub peers: BTreeMap<NodeId, SocketAddr>,
+    /// Where every member listens, as this node last learnt it.
+    pub book: AddressBook,
     /// openraft's settings (heartbeats off: the pacer sends them).
     pub config: Arc<openraft::Config>,
     /// How often the pacer beats.
@@ -172,11 +175,11 @@ pub async fn start_core(
 ) -> Result<CoreReplicas> {
     let CoreCluster { spec, seeds, incoming, checkpoint_dir, wal_bytes } = cluster;
     let core_index = u16::try_from(core).map_err(|_| Error::bad_request("more than 65535 cores"))?;
-    let hello = Hello::new(spec.cluster_id, spec.node, spec.groups, spec.cores).on_core(core_index);
-    let net = TcpNet::new(hello, spec.peers.clone());
+    let hello = Hello::new(spec.identity.id(), spec.node, spec.groups, spec.cores).on_core(core_index);
+    let net = TcpNet::with_identity(hello, spec.book.clone(), spec.identity.clone());
     let pacer = Pacer::new(spec.heartbeat);
     if spec.balance_leaders {
-        pacer.balance_leaders(spec.node, spec.members.keys().copied().collect());
+        pacer.balance_leaders(spec.node);
     }
     let wal_journal = WalJournal::new(log, pins);
     let log_checkpoints = LogCheckpoints::new(wal_journal.clone(), checkpoint_dir.clone());
@@ -187,6 +190,7 @@ pub async fn start_core(
     let mut fresh = Vec::new();
     for seed in seeds {
         let group = seed.group;
+        spec.book.learn_all(seed.membership.membership());
         let state = states
             .remove(&group)
             .ok_or_else(|| Error::new(crate::error::ErrorKind::Internal { what: "replicated group without state" }))?;
@@ -207,7 +211,11 @@ pub async fn start_core(
         let replica = GroupReplica::start(start, TcpNetFactory::new(net.clone(), group)).await?;
         net.serve_group(group, replica.raft().clone());
         pacer.add_heard(group, replica.raft().clone(), net.heard(group));
-        if seed.fresh {
+        let book = spec.book.clone();
+        replica.waiters().on_membership(move |membership| book.learn_all(membership));
+        // Only a founding member starts a group nothing was ever logged
+        // for; a joining node waits for a leader to add it.
+        if seed.fresh && spec.identity.initializes_fresh_groups() {
             fresh.push((group, replica.raft().clone()));
         }
         replicas.insert(group, Rc::new(replica));

@@ -43,12 +43,11 @@ struct Paced {
     moved_at: Cell<Option<u64>>,
 }
 
-/// This node and the group's voters, for handing leadership to each
-/// group's preferred node.
+/// This node, for handing leadership to each group's preferred node
+/// among the group's current voters.
 #[derive(Debug, Clone)]
 struct Balance {
     me: NodeId,
-    voters: Vec<NodeId>,
 }
 
 /// The heartbeat timer of one core.
@@ -98,11 +97,12 @@ impl Pacer {
         })
     }
 
-    /// Hands each group's leadership to its preferred node among `voters`
-    /// (`balance.rs`) when this node, `me`, leads it and that node is
-    /// caught up: checked every [`BALANCE_EVERY`] rounds.
-    pub fn balance_leaders(&self, me: NodeId, voters: Vec<NodeId>) {
-        *self.balance.borrow_mut() = Some(Balance { me, voters });
+    /// Hands each group's leadership to its preferred node among the
+    /// group's voters (`balance.rs`) when this node, `me`, leads it and that
+    /// node is caught up: checked every [`BALANCE_EVERY`] rounds. A group
+    /// in the middle of a membership change stays where it is.
+    pub fn balance_leaders(&self, me: NodeId) {
+        *self.balance.borrow_mut() = Some(Balance { me });
     }
 
     /// Adds replica `group` of this core; as a follower it always ticks.
@@ -136,8 +136,13 @@ impl Pacer {
         }
         let metrics = paced.raft.metrics();
         let m = metrics.borrow_watched();
+        let membership = m.membership_config.membership();
+        if membership.get_joint_config().len() > 1 {
+            return None;
+        }
+        let voters: Vec<NodeId> = membership.voter_ids().collect();
         let matched = m.replication.as_ref()?.iter().map(|(node, at)| (*node, at.map(|l| l.index))).collect();
-        hand_over(paced.group, balance.me, &balance.voters, &LeaderView { last_log: m.last_log_index, matched })
+        hand_over(paced.group, balance.me, &voters, &LeaderView { last_log: m.last_log_index, matched })
     }
 
     /// Rounds run and heartbeats triggered so far.

@@ -40,18 +40,20 @@ use super::rt::{GlommioRt, RtInstant};
 use super::checkpoint::{CheckpointStore, RaftCheckpoint};
 use super::state_machine::{ApplySink, GroupMachine, GroupSnapshot, SnapshotBytes};
 use super::wire::WireLogId;
-use super::types::{LogId, NodeId, Proposal, ProposalId, RillRaft, StoredMembership};
+use super::types::{LogId, Membership, NodeId, Proposal, ProposalId, RillRaft, StoredMembership};
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::command::{Applied, Command, Effect};
 use crate::state::group::GroupState;
 
 type EffectHook = Box<dyn Fn(Vec<Effect>)>;
+type MembershipHook = Box<dyn Fn(&Membership)>;
 
 /// Proposers waiting on this node, by proposal id; the state machine's sink.
 #[derive(Default)]
 pub struct Waiters {
     waiting: RefCell<HashMap<ProposalId, oneshot::Sender<Applied>>>,
     on_effects: RefCell<Option<EffectHook>>,
+    on_membership: RefCell<Option<MembershipHook>>,
 }
 
 impl std::fmt::Debug for Waiters {
@@ -65,6 +67,11 @@ impl Waiters {
     pub fn on_effects(&self, hook: impl Fn(Vec<Effect>) + 'static) {
         *self.on_effects.borrow_mut() = Some(Box::new(hook));
     }
+
+    /// Sets where every applied or installed membership goes.
+    pub fn on_membership(&self, hook: impl Fn(&Membership) + 'static) {
+        *self.on_membership.borrow_mut() = Some(Box::new(hook));
+    }
 }
 
 impl ApplySink for Waiters {
@@ -77,6 +84,12 @@ impl ApplySink for Waiters {
             if let Some(hook) = &*self.on_effects.borrow() {
                 hook(effects);
             }
+        }
+    }
+
+    fn membership(&self, membership: &Membership) {
+        if let Some(hook) = &*self.on_membership.borrow() {
+            hook(membership);
         }
     }
 }
@@ -196,11 +209,7 @@ pub fn restore(
 /// with `None` it never snapshots and never purges, and a restart rebuilds
 /// the group from the whole log. `BadRequest` when openraft refuses the
 /// settings (an election timeout not above the heartbeat, an empty range).
-pub fn timings(
-    heartbeat_ms: u64,
-    election_ms: (u64, u64),
-    snapshots: Option<(u64, u64)>,
-) -> Result<std::sync::Arc<openraft::Config>> {
+pub fn timings(heartbeat_ms: u64, election_ms: (u64, u64), snapshots: Option<(u64, u64)>) -> Result<RaftConfig> {
     let (snapshot_policy, keep) = match snapshots {
         Some((every, keep)) => (openraft::SnapshotPolicy::LogsSinceLast(every), keep),
         None => (openraft::SnapshotPolicy::Never, 1000),
@@ -218,6 +227,9 @@ pub fn timings(
     let config = config.validate().map_err(|e| Error::bad_request(format!("raft timings: {e}")))?;
     Ok(std::sync::Arc::new(config))
 }
+
+/// openraft's settings, shared by a node's replicas.
+pub type RaftConfig = std::sync::Arc<openraft::Config>;
 
 /// What a replica knows of its group's consensus right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

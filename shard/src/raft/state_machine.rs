@@ -29,7 +29,7 @@ use openraft::RaftSnapshotBuilder;
 
 use super::checkpoint::{CheckpointMeta, CheckpointStore, RaftCheckpoint};
 use super::rt::GlommioRt;
-use super::types::{LogId, ProposalId, Receipt, RillRaft, SnapshotMeta, StoredMembership};
+use super::types::{LogId, Membership, ProposalId, Receipt, RillRaft, SnapshotMeta, StoredMembership};
 use super::wire::{WireLogId, WireMembership};
 use openraft::AsyncRuntime;
 use crate::error::Error;
@@ -55,6 +55,10 @@ pub type GroupSnapshot = Snapshot<
 pub trait ApplySink: fmt::Debug {
     /// `proposal`'s command was applied at raft index `index`.
     fn applied(&self, proposal: ProposalId, index: u64, applied: Applied, effects: Vec<Effect>);
+
+    /// A membership was applied or installed with a snapshot (the node's
+    /// address book learns the members' addresses from it).
+    fn membership(&self, _membership: &Membership) {}
 }
 
 #[derive(Debug)]
@@ -141,6 +145,7 @@ impl GroupMachine {
         machine.state.replace(state);
         machine.applied = meta.last_log_id;
         machine.membership = meta.last_membership.clone();
+        machine.sink.membership(meta.last_membership.membership());
         let installed = GroupSnapshot { meta: meta.clone(), snapshot };
         machine.current = Some(installed.clone());
         Ok(installed)
@@ -238,6 +243,7 @@ impl RaftStateMachine<RillRaft> for GroupMachine {
                 match entry.payload {
                     openraft::EntryPayload::Blank => None,
                     openraft::EntryPayload::Membership(membership) => {
+                        machine.sink.membership(&membership);
                         machine.membership = StoredMembership::new(Some(entry.log_id), membership);
                         None
                     }

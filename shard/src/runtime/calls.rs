@@ -333,6 +333,9 @@ pub struct InstallGroupSnapshot(pub GroupSnapshot);
 /// Wait until everything the group submitted so far is durable.
 #[derive(Clone, Copy, Debug)]
 pub struct Barrier;
+/// A replicated group's membership (shown, or after a change).
+#[derive(Clone, Debug)]
+pub struct Members(pub crate::runtime::envelope::MembersRequest);
 
 mutation!(Create, "create", |c| Op::from(c), CreateReply, Response::Create(r) => r);
 mutation!(Append, "append", |a| Op::from(a), AppendReply, Response::Append(r) => r);
@@ -451,6 +454,8 @@ query!(SnapshotGroup, "snapshot_group", |_s| Request::SnapshotGroup, GroupSnapsh
 query!(InstallGroupSnapshot, "install_group_snapshot", |i| Request::InstallGroupSnapshot(i.0), u64,
     Reply::Installed { commit_index } => commit_index);
 query!(Barrier, "barrier", |_b| Request::Barrier, (), Reply::Done => ());
+query!(Members, "members", |m| Request::Members(m.0), crate::raft::membership::GroupMembers,
+    Reply::Members(m) => m);
 
 /// Any mutation, answered with the raw response (the cold worker's commits).
 impl Call for Op {

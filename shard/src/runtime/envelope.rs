@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use futures::channel::oneshot;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::raft::membership::{GroupMembers, MemberChange};
 use crate::state::api::{
     Backlog, BootstrapReply, Delivery, ForkOwed, ForkSourceInfo, GroupSnapshot, HeadReply, Read, ReadReply, Receive,
 };
@@ -112,6 +113,24 @@ pub enum Request {
     /// Internal: answer `Done` once every entry the group submitted before
     /// this request is durable (a durability barrier).
     Barrier,
+    /// A replicated group's membership, as this replica sees it or after a
+    /// change (`runtime/members.rs`).
+    Members(MembersRequest),
+}
+
+/// What a [`Request::Members`] asks.
+#[derive(Debug, Clone)]
+pub enum MembersRequest {
+    /// The membership as this replica sees it now.
+    Show,
+    /// Make `change` on the group's leader (forwarded there), within
+    /// `wait`.
+    Change {
+        /// The change.
+        change: MemberChange,
+        /// How long it may take.
+        wait: Duration,
+    },
 }
 
 impl Request {
@@ -163,6 +182,8 @@ pub enum Reply {
     },
     /// A barrier passed.
     Done,
+    /// A group's membership.
+    Members(GroupMembers),
 }
 
 /// The sending half of one reply, as it crosses threads.

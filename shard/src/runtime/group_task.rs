@@ -225,6 +225,7 @@ impl Group {
                 answer(Ok(Reply::GroupSnapshot(snapshot)), reply);
             }
             Request::InstallGroupSnapshot(snapshot) => self.install(core, snapshot, reply, sent_at).await,
+            Request::Members(request) => self.members(core, request, reply, sent_at),
         }
     }
 

@@ -23,6 +23,7 @@ pub mod envelope;
 pub mod group_task;
 pub mod log_pressure;
 pub mod mailbox;
+mod members;
 mod queues;
 mod raft_log;
 mod replicated;

@@ -61,6 +61,8 @@ impl Group {
             // The caller asked for this replica's state as it stands.
             Request::Read(read) | Request::WaitRead { read, .. } if read.stale => Ok(()),
             Request::Head { stale: true, .. } => Ok(()),
+            // Shown as this replica sees it; changed on the leader.
+            Request::Members(_) => Ok(()),
             Request::SnapshotGroup | Request::InstallGroupSnapshot(_) => Err(Error::bad_request(
                 "group snapshots move between replicas through raft, not through the engine's API",
             )),

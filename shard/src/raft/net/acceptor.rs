@@ -7,7 +7,10 @@
 //! accept loop), and hands the stream with its hello to the core the hello
 //! names; the core answers the handshake and serves the connection on its
 //! executor (`TcpNet::serve_accepted`). A hello that does not decode or
-//! names a core this node does not have closes the connection. Invariant:
+//! names a core this node does not have closes the connection. A node
+//! that is joining a cluster and has no cluster id yet adopts the id of the
+//! first hello that otherwise matches it (`identity.rs`), durably, before
+//! the core sees the connection. Invariant:
 //! the acceptor never reads past the hello, so the core sees the stream
 //! exactly at its first frame.
 
@@ -20,6 +23,7 @@ use std::time::Duration;
 use futures::channel::mpsc;
 
 use super::handshake::{Hello, HELLO_LEN};
+use super::super::identity::ClusterIdentity;
 use crate::error::{Error, Result};
 
 /// Where a core receives the connections its peers dialled.
@@ -37,9 +41,15 @@ pub struct Acceptor {
 }
 
 impl Acceptor {
-    /// Binds `addr` and starts accepting for `cores` cores; returns the
+    /// Binds `addr` and starts accepting for `cores` cores of the node
+    /// `ours` introduces (its cluster id is `identity`'s); returns the
     /// acceptor and each core's receiving end.
-    pub fn start(addr: SocketAddr, cores: usize) -> Result<(Acceptor, Vec<Incoming>)> {
+    pub fn start(
+        addr: SocketAddr,
+        cores: usize,
+        ours: Hello,
+        identity: Arc<ClusterIdentity>,
+    ) -> Result<(Acceptor, Vec<Incoming>)> {
         let listener = TcpListener::bind(addr)
             .map_err(|e| Error::io("bind the raft address", std::io::Error::new(e.kind(), format!("{addr}: {e}"))))?;
         listener.set_nonblocking(true).map_err(|e| Error::io("set the raft listener nonblocking", e))?;
@@ -49,7 +59,7 @@ impl Acceptor {
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("rill-raft-accept".into())
-            .spawn(move || accept_loop(listener, senders, stopping))
+            .spawn(move || accept_loop(listener, senders, stopping, Joining { ours, identity }))
             .map_err(|e| Error::io("start the raft accept thread", e))?;
         Ok((Acceptor { addr, stop, thread: Some(thread) }, receivers))
     }
@@ -69,15 +79,39 @@ impl Drop for Acceptor {
     }
 }
 
-fn accept_loop(listener: TcpListener, cores: Vec<mpsc::UnboundedSender<(TcpStream, Hello)>>, stop: Arc<AtomicBool>) {
+/// What adopting a cluster id needs: this node's hello and identity.
+#[derive(Clone)]
+struct Joining {
+    ours: Hello,
+    identity: Arc<ClusterIdentity>,
+}
+
+impl Joining {
+    /// Adopts `peer`'s cluster id when this node has none and `peer`
+    /// otherwise belongs with it.
+    fn adopt(&self, peer: &Hello) -> Result<()> {
+        if self.identity.id() != 0 {
+            return Ok(());
+        }
+        Hello { cluster: peer.cluster, core: peer.core, ..self.ours }.accept(peer, None)?;
+        self.identity.adopt(peer.cluster).map(|_| ())
+    }
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    cores: Vec<mpsc::UnboundedSender<(TcpStream, Hello)>>,
+    stop: Arc<AtomicBool>,
+    joining: Joining,
+) {
     let cores = Arc::new(cores);
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                let cores = cores.clone();
+                let (cores, joining) = (cores.clone(), joining.clone());
                 let routed = std::thread::Builder::new()
                     .name("rill-raft-hello".into())
-                    .spawn(move || route(stream, peer, &cores));
+                    .spawn(move || route(stream, peer, &cores, &joining));
                 if let Err(err) = routed {
                     tracing::warn!(error = %err, "could not start a thread to read a replica's hello");
                 }
@@ -94,7 +128,12 @@ fn accept_loop(listener: TcpListener, cores: Vec<mpsc::UnboundedSender<(TcpStrea
 }
 
 /// Reads one connection's hello and hands it to its core.
-fn route(mut stream: TcpStream, peer: SocketAddr, cores: &[mpsc::UnboundedSender<(TcpStream, Hello)>]) {
+fn route(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    cores: &[mpsc::UnboundedSender<(TcpStream, Hello)>],
+    joining: &Joining,
+) {
     let read = (|| -> std::io::Result<[u8; HELLO_LEN]> {
         stream.set_nonblocking(false)?;
         stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
@@ -103,7 +142,11 @@ fn route(mut stream: TcpStream, peer: SocketAddr, cores: &[mpsc::UnboundedSender
         stream.set_read_timeout(None)?;
         Ok(hello)
     })();
-    let hello = match read.map_err(|e| Error::io("read replication handshake", e)).and_then(|b| Hello::decode(&b)) {
+    let hello = read
+        .map_err(|e| Error::io("read replication handshake", e))
+        .and_then(|b| Hello::decode(&b))
+        .and_then(|hello| joining.adopt(&hello).map(|()| hello));
+    let hello = match hello {
         Ok(hello) => hello,
         Err(err) => {
             tracing::debug!(%peer, error = %err, "refused a replica connection");

@@ -4,7 +4,7 @@
 //! exchanging messages they would misread.
 //!
 //! ```text
-//! 0  8 magic "RILLNET\0"     8 2 u16 protocol (3)   10 2 u16 core index
+//! 0  8 magic "RILLNET\0"     8 2 u16 protocol (4)   10 2 u16 core index
 //! 12 8 u64 cluster id        20 8 u64 node id
 //! 28 4 u32 groups            32 4 u32 cores         36 4 u32 CRC32C of [0, 36)
 //! ```
@@ -15,15 +15,20 @@ use crate::error::{Error, ErrorKind, Result};
 pub const HELLO_LEN: usize = 40;
 const MAGIC: [u8; 8] = *b"RILLNET\0";
 /// The protocol version this build speaks.
-pub const PROTOCOL: u16 = 3;
+pub const PROTOCOL: u16 = 4;
 
 /// One side's introduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello {
+    /// The replication protocol the side speaks.
     pub protocol: u16,
+    /// Its cluster id (0: a joining node without one yet).
     pub cluster: u64,
+    /// Its node id.
     pub node: u64,
+    /// Its group count.
     pub groups: u32,
+    /// Its core count.
     pub cores: u32,
     /// The core the connection belongs to: core `i` of one node only ever
     /// talks to core `i` of another (a group lives on the same core index
@@ -131,6 +136,7 @@ mod tests {
             (Hello::new(0xC1, 3, 64, 2), Some(2), "node id"),
             (Hello { protocol: 1, ..theirs }, None, "replication protocol"),
             (Hello { protocol: 2, ..theirs }, None, "replication protocol"),
+            (Hello { protocol: 3, ..theirs }, None, "replication protocol"),
             (theirs.on_core(1), None, "core index"),
         ] {
             let err = ours.accept(&peer, expected).unwrap_err();

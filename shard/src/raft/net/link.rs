@@ -1,7 +1,9 @@
 //! openraft's network seam over [`TcpNet`]: a [`TcpNetFactory`] per group
 //! hands openraft one [`TcpLink`] per peer, and each RPC becomes one
 //! request on the node's connection to that peer, bounded by openraft's
-//! own deadline. Every failure reaches openraft as `Unreachable`, which
+//! own deadline. The node's address openraft hands over with each peer
+//! goes into the node's address book, so the transport can dial a member a
+//! membership change added. Every failure reaches openraft as `Unreachable`, which
 //! makes it back off and retry. Pre-votes are forwarded, never granted here.
 
 use std::future::Future;
@@ -37,7 +39,9 @@ impl TcpNetFactory {
 impl RaftNetworkFactory<RillRaft> for TcpNetFactory {
     type Network = TcpLink;
 
-    async fn new_client(&mut self, target: NodeId, _node: &Member) -> TcpLink {
+    async fn new_client(&mut self, target: NodeId, node: &Member) -> TcpLink {
+        // A node added by a membership change is reachable from here on.
+        self.net.book().learn(target, node);
         TcpLink { net: self.net.clone(), group: self.group, target }
     }
 }

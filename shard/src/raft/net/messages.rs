@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::super::state_machine::GroupSnapshot;
 use super::super::types::{Entry, LogId, RillRaft, SnapshotMeta, StoredMembership, Vote};
 use super::super::wire::{to_entry, RaftRecord, WireLogId, WireMembership, WirePayload, WireVote};
-use crate::error::{Error, Result};
+use super::super::membership::{GroupMembers, MemberChange};
+use crate::error::{Error, ErrorKind, Result};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderError, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
@@ -40,6 +41,9 @@ pub enum NetRequest {
     /// The leader `from` hands the group to node `to`, which must hold
     /// `last` (protocol 3).
     TransferLeader { from: WireVote, to: u64, last: Option<WireLogId> },
+    /// Run a membership change on the group's leader, within `wait_ms`
+    /// (protocol 4; `membership.rs`).
+    ChangeMembers { change: MemberChange, wait_ms: u64 },
 }
 
 /// The answer to a [`NetRequest`].
@@ -59,6 +63,46 @@ pub enum NetReply {
     TransferNotFlushed { expected: Option<WireLogId>, actual: Option<WireLogId> },
     /// The far side failed the request (its text).
     Failed(String),
+    /// The group's membership after a change.
+    Members(GroupMembers),
+    /// The change was not made.
+    MembersRefused(Refusal),
+}
+
+/// Why a leader did not make a membership change, as the caller's typed
+/// error needs it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// It does not lead the group (the leader it knows).
+    NotLeader(Option<u64>),
+    /// The change did not finish in time (how long it waited, in ms).
+    NoQuorum(u64),
+    /// The change cannot be made (why).
+    BadRequest(String),
+    /// Anything else (its text).
+    Other(String),
+}
+
+impl Refusal {
+    /// The wire form of `err`.
+    pub fn of(err: &Error) -> Self {
+        match err.kind() {
+            ErrorKind::NotLeader { leader, .. } => Refusal::NotLeader(*leader),
+            ErrorKind::NoQuorum { waited_ms, .. } => Refusal::NoQuorum(*waited_ms),
+            ErrorKind::BadRequest { reason } => Refusal::BadRequest(reason.clone()),
+            _ => Refusal::Other(err.to_string()),
+        }
+    }
+
+    /// The typed error it stands for, for `group`.
+    pub fn into_error(self, group: u32) -> Error {
+        match self {
+            Refusal::NotLeader(leader) => Error::new(ErrorKind::NotLeader { group, leader }),
+            Refusal::NoQuorum(waited_ms) => Error::new(ErrorKind::NoQuorum { group, waited_ms }),
+            Refusal::BadRequest(why) => Error::bad_request(why),
+            Refusal::Other(why) => peer_error(why),
+        }
+    }
 }
 
 fn log_id(id: &Option<LogId>) -> Option<WireLogId> {

@@ -18,6 +18,7 @@ use super::messages::NetRequest;
 use super::transport::TcpNet;
 use crate::error::ErrorKind;
 use crate::raft::cluster_tests::{append, config, create, Client, Count};
+use crate::raft::address_book::AddressBook;
 use crate::raft::journal::MemJournal;
 use crate::raft::log_image::LogImage;
 use crate::raft::log_store::GroupLog;
@@ -53,7 +54,7 @@ fn node(
             .iter()
             .map(|(n, addr)| (*n, Member { raft_addr: addr.to_string(), http_addr: String::new() }))
             .collect();
-        let net = TcpNet::new(Hello::new(CLUSTER, id, 1, 1), peers);
+        let net = TcpNet::new(Hello::new(CLUSTER, id, 1, 1), AddressBook::new(members.clone()));
         net.listen(listener);
         let log = GroupLog::new(0, Rc::new(MemJournal::new()), LogImage::default());
         let state = GroupState::new(0, 1, GroupLimits::default());
@@ -136,9 +137,10 @@ fn a_peer_of_another_cluster_is_refused() {
     executor().run(async {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().unwrap();
-        let server = TcpNet::new(Hello::new(1, 1, 1, 1), BTreeMap::new());
+        let server = TcpNet::new(Hello::new(1, 1, 1, 1), AddressBook::default());
         server.listen(listener);
-        let stranger = TcpNet::new(Hello::new(2, 2, 1, 1), BTreeMap::from([(1, addr)]));
+        let one = Member { raft_addr: addr.to_string(), http_addr: String::new() };
+        let stranger = TcpNet::new(Hello::new(2, 2, 1, 1), AddressBook::new(BTreeMap::from([(1, one)])));
         let request = NetRequest::Vote { vote: WireVote { term: 1, node: 2, committed: false }, last: None };
         let err = stranger.call(1, 0, &request, Duration::from_secs(5)).await.unwrap_err();
         assert!(

@@ -16,8 +16,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::{mpsc, oneshot};
@@ -28,7 +28,10 @@ use openraft::AsyncRuntime;
 
 use super::frame::{self, Kind, Message, FRAME_HEADER_LEN};
 use super::handshake::{Hello, HELLO_LEN};
-use super::messages::{peer_error, to_append, to_snapshot, NetReply, NetRequest};
+use super::messages::{peer_error, to_append, to_snapshot, NetReply, NetRequest, Refusal};
+use super::super::address_book::AddressBook;
+use super::super::identity::ClusterIdentity;
+use super::super::membership::change_here;
 use super::super::state_machine::GroupRaft;
 use super::super::rt::{GlommioRt, RtInstant};
 use super::super::types::NodeId;
@@ -58,7 +61,8 @@ pub struct NetStats {
 struct Inner {
     stats: Rc<Cell<NetStats>>,
     hello: Hello,
-    peers: RefCell<BTreeMap<NodeId, SocketAddr>>,
+    identity: Arc<ClusterIdentity>,
+    book: AddressBook,
     groups: RefCell<BTreeMap<u32, GroupRaft>>,
     heard: RefCell<BTreeMap<u32, Heard>>,
     conns: RefCell<BTreeMap<NodeId, Rc<Conn>>>,
@@ -126,19 +130,41 @@ impl Drop for Forget<'_> {
 }
 
 impl TcpNet {
-    /// The transport of `hello.node`, which knows its peers' raft
-    /// addresses.
-    pub fn new(hello: Hello, peers: BTreeMap<NodeId, SocketAddr>) -> Self {
+    /// The transport of `hello.node` of cluster `hello.cluster`, which
+    /// finds its peers' raft addresses in `book`.
+    pub fn new(hello: Hello, book: AddressBook) -> Self {
+        Self::with_identity(hello, book, Arc::new(ClusterIdentity::fixed(hello.cluster, hello.node)))
+    }
+
+    /// The same, for a node whose cluster id is `identity`'s (a joining
+    /// node has none until it adopts one).
+    pub fn with_identity(hello: Hello, book: AddressBook, identity: Arc<ClusterIdentity>) -> Self {
         let inner = Inner {
             stats: Rc::new(Cell::new(NetStats::default())),
             hello,
-            peers: RefCell::new(peers),
+            identity,
+            book,
             groups: RefCell::new(BTreeMap::new()),
             heard: RefCell::new(BTreeMap::new()),
             conns: RefCell::new(BTreeMap::new()),
             next_id: Cell::new(1),
         };
         Self { inner: Rc::new(inner) }
+    }
+
+    /// This core's hello, with the cluster id in force now.
+    fn hello(&self) -> Hello {
+        Hello { cluster: self.inner.identity.id(), ..self.inner.hello }
+    }
+
+    /// Where this node finds its peers.
+    pub fn book(&self) -> &AddressBook {
+        &self.inner.book
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> NodeId {
+        self.inner.hello.node
     }
 
     /// What this node's connections have sent so far.
@@ -215,8 +241,9 @@ impl TcpNet {
                 Hello::decode(&theirs)?
             }
         };
-        writer.write_all(&self.inner.hello.encode()).await.map_err(|e| io("write replication handshake", e))?;
-        self.inner.hello.accept(&peer, None)?;
+        let ours = self.hello();
+        writer.write_all(&ours.encode()).await.map_err(|e| io("write replication handshake", e))?;
+        ours.accept(&peer, None)?;
         let (replies, outbox) = mpsc::unbounded();
         let writing = GlommioRt::spawn(write_loop(writer, outbox, self.inner.stats.clone()));
         let result = loop {
@@ -287,6 +314,13 @@ impl TcpNet {
                     .map(|r| NetReply::transfer(&r))
                     .unwrap_or_else(|e| failed(&e))
             }
+            NetRequest::ChangeMembers { change, wait_ms } => {
+                let wait = Duration::from_millis(wait_ms);
+                match change_here(&raft, group, self.node(), &change, wait).await {
+                    Ok(members) => NetReply::Members(members),
+                    Err(err) => NetReply::MembersRefused(Refusal::of(&err)),
+                }
+            }
             NetRequest::Snapshot { vote, last, membership_at, membership, data } => {
                 match to_snapshot(last, membership_at, &membership, data) {
                     Ok(snapshot) => raft
@@ -305,19 +339,22 @@ impl TcpNet {
         if let Some(conn) = self.inner.conns.borrow().get(&target) {
             return Ok(conn.clone());
         }
-        let addr = *self
+        let addr = self
             .inner
-            .peers
-            .borrow()
-            .get(&target)
+            .book
+            .raft_addr(target)
             .ok_or_else(|| peer_error(format!("node {target} has no known raft address")))?;
+        let ours = self.hello();
+        if ours.cluster == 0 {
+            return Err(peer_error("this node has not joined a cluster yet".into()));
+        }
         let stream = TcpStream::connect_timeout(addr, DIAL_TIMEOUT).await.map_err(|e| io("dial a replica", e))?;
         stream.set_nodelay(true).map_err(|e| io("set TCP_NODELAY", e))?;
         let (mut reader, mut writer) = stream.split();
-        writer.write_all(&self.inner.hello.encode()).await.map_err(|e| io("write replication handshake", e))?;
+        writer.write_all(&ours.encode()).await.map_err(|e| io("write replication handshake", e))?;
         let mut theirs = [0u8; HELLO_LEN];
         reader.read_exact(&mut theirs).await.map_err(|e| io("read replication handshake", e))?;
-        self.inner.hello.accept(&Hello::decode(&theirs)?, Some(target))?;
+        ours.accept(&Hello::decode(&theirs)?, Some(target))?;
         // Another request may have dialled meanwhile: keep the first.
         if let Some(conn) = self.inner.conns.borrow().get(&target) {
             return Ok(conn.clone());
