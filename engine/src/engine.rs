@@ -100,9 +100,14 @@ impl Engine {
                 )?);
                 let book = rill_shard::cluster::AddressBook::new(cluster.raft_members());
                 let spec = cluster.spec(config.groups, config.cores, identity.clone(), book.clone())?;
-                let hello = rill_shard::cluster::Hello::new(identity.id(), spec.node, spec.groups, spec.cores);
-                let (acceptor, incoming) =
-                    rill_shard::cluster::Acceptor::start(cluster.raft_bind()?, config.cores, hello, identity)?;
+                let hello =
+                    rill_shard::cluster::Hello::new(identity.id(), spec.node, spec.groups, spec.cores);
+                let (acceptor, incoming) = rill_shard::cluster::Acceptor::start(
+                    cluster.raft_bind()?,
+                    config.cores,
+                    hello,
+                    identity,
+                )?;
                 (Some(acceptor), Some((spec, seeds, incoming)), Some(book))
             }
             _ => (None, None, None),

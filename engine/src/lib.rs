@@ -48,12 +48,12 @@ pub mod server;
 
 pub use admin::PurgeReport;
 pub use cluster::{ClusterConfig, ClusterMember};
-pub use members::ClusterView;
-pub use rill_shard::cluster::{GroupMembers, Member, MemberChange};
 pub use config::{online_cpus, Config, DEFAULT_GROUPS, DEFAULT_IO_MEMORY_BYTES};
 pub use engine::Engine;
 pub use fork::MAX_FORK_COPY_BYTES;
+pub use members::ClusterView;
 pub use metrics::MetricsSnapshot;
+pub use rill_shard::cluster::{GroupMembers, Member, MemberChange};
 pub use rill_shard::CheckpointConfig;
 pub use rill_shard::ColdConfig;
 pub use rill_shard::{Durability, WalConfig, WalIo};

@@ -79,8 +79,16 @@ pub fn http_request(data: &[u8]) {
             | Command::Delete(_)
             | Command::Preflight
             | Command::Health
-            | Command::Metrics,
+            | Command::Metrics
+            | Command::ClusterShow,
         ) => {}
+        Ok(Command::ClusterChange { change, wait }) => {
+            assert_eq!(method, Method::POST);
+            assert!(!wait.is_zero(), "a membership change without time");
+            if let Some((_, member)) = change.joiner() {
+                assert!(!member.raft_addr.is_empty(), "a joining node without a raft address");
+            }
+        }
     }
 }
 
@@ -97,6 +105,8 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("post-json", s("POST\n/v1/stream/j\ncontent-type: application/json\n\n[1,[2],{\"a\":3}]")),
         ("post-bad-json", s("POST\n/v1/stream/j\ncontent-type: application/json\n\n{ invalid json }")),
         ("get-live", s("GET\n/v1/stream/a?offset=now&live=long-poll&cursor=3\nif-none-match: \"x\"\n\n")),
+        ("cluster-show", s("GET\n/v1/cluster\n\n")),
+        ("cluster-replace", s("POST\n/v1/cluster/members\n\n{\"op\":\"replace\",\"old\":3,\"id\":4,\"raft\":\"127.0.0.1:7004\",\"http\":\"127.0.0.1:8004\",\"wait_ms\":500}")),
         ("get-sse", s("GET\n/v1/stream/a?offset=0000000000000000_0000000000000001&live=sse\n\n")),
         ("get-bad-offset", s("GET\n/v1/stream/a?offset=0%2C1&offset=-1\n\n")),
         ("bad-names", s("DELETE\n/v1/stream/a%2Fb/c%00\n\n")),

@@ -127,8 +127,8 @@ pub mod cluster {
     pub use crate::raft::membership::{GroupMembers, MemberChange, MIN_VOTERS};
     pub use crate::raft::net::acceptor::{Acceptor, Incoming};
     pub use crate::raft::net::handshake::Hello;
-    pub use crate::runtime::envelope::MembersRequest;
     pub use crate::raft::node::{seed_groups, ClusterSpec, CoreCluster, GroupSeed};
     pub use crate::raft::replica::{timings, RaftConfig};
     pub use crate::raft::types::{Member, NodeId};
+    pub use crate::runtime::envelope::MembersRequest;
 }

@@ -1,4 +1,5 @@
-//! The `rill` binary (feature `server`): `rill serve --dir DIR --listen ADDR`.
+//! The `rill` binary (feature `server`): `rill serve --dir DIR --listen ADDR`,
+//! and `rill cluster ...` for a replicated server's members.
 //! See `rill serve --help` and the README.
 
 use std::process::ExitCode;
@@ -13,6 +14,16 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => match rill::server::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("rill: {message}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Cluster(command) => match rill::server::run_cluster(&command) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
             Err(message) => {
                 eprintln!("rill: {message}");
                 ExitCode::FAILURE

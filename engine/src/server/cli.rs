@@ -35,10 +35,68 @@ impl Cli {
 }
 
 /// The subcommands.
+// Parsed once per process: the size of the `serve` flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Open (or create) a data directory and serve it over HTTP/1.1.
     Serve(ServeArgs),
+    /// Show or change a running cluster's members, through any member's
+    /// HTTP address.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+/// `rill cluster ...`: each prints the cluster as the server answers it
+/// (JSON) on stdout; a refusal is printed on stderr with exit code 1.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Every group's membership and leader, as the server sees them.
+    Status {
+        /// Any member's HTTP address, HOST:PORT.
+        #[arg(long, value_name = "ADDR")]
+        server: String,
+    },
+    /// Add a node (started with `rill serve --join`) to every group.
+    Add {
+        /// Any member's HTTP address, HOST:PORT.
+        #[arg(long, value_name = "ADDR")]
+        server: String,
+        /// The new node: ID=RAFT_ADDR@HTTP_ADDR.
+        #[arg(value_name = "ID=RAFT_ADDR@HTTP_ADDR")]
+        member: String,
+        /// How long each group may take, in ms.
+        #[arg(long, value_name = "MS", default_value_t = 60_000)]
+        wait_ms: u64,
+    },
+    /// Remove a node from every group.
+    Remove {
+        /// Any member's HTTP address, HOST:PORT.
+        #[arg(long, value_name = "ADDR")]
+        server: String,
+        /// The node that leaves.
+        #[arg(value_name = "ID")]
+        id: u64,
+        /// How long each group may take, in ms.
+        #[arg(long, value_name = "MS", default_value_t = 60_000)]
+        wait_ms: u64,
+    },
+    /// Put a new node (started with `rill serve --join`) in an old one's
+    /// place in every group, through joint consensus.
+    Replace {
+        /// Any member's HTTP address, HOST:PORT.
+        #[arg(long, value_name = "ADDR")]
+        server: String,
+        /// The node that leaves.
+        #[arg(value_name = "OLD_ID")]
+        old: u64,
+        /// The node that takes its place: ID=RAFT_ADDR@HTTP_ADDR.
+        #[arg(value_name = "ID=RAFT_ADDR@HTTP_ADDR")]
+        member: String,
+        /// How long each group may take, in ms.
+        #[arg(long, value_name = "MS", default_value_t = 60_000)]
+        wait_ms: u64,
+    },
 }
 
 /// When the engine acknowledges a write.
@@ -154,6 +212,12 @@ pub struct ServeArgs {
     /// one group after another). Give every node the same setting.
     #[arg(long, requires = "cluster")]
     pub no_balance_leaders: bool,
+    /// Join a running cluster instead of forming one: start with no groups
+    /// and wait until a member adds this node (`rill cluster add` or
+    /// `replace`). --cluster must name this node and at least one member.
+    /// Read on the first start of an empty data directory only.
+    #[arg(long, requires = "cluster")]
+    pub join: bool,
 }
 
 /// Everything `rill serve` needs, from the flags.
@@ -228,7 +292,8 @@ impl ServeArgs {
                 Some(addr) => cluster.raft_listen(addr),
                 None => cluster,
             }
-            .balance_leaders(!self.no_balance_leaders);
+            .balance_leaders(!self.no_balance_leaders)
+            .join(self.join);
             config = config.cluster(cluster);
         }
         let options = ServeOptions {
@@ -265,7 +330,7 @@ mod tests {
             "1",
         ])
         .unwrap();
-        let Command::Serve(args) = cli.command;
+        let Command::Serve(args) = cli.command else { panic!("not serve") };
         let r = args.resolve().unwrap();
         assert_eq!(r.options.long_poll_timeout, Duration::from_millis(500));
         assert_eq!(r.addr.port(), 0);
@@ -276,11 +341,11 @@ mod tests {
     fn raft_listen_binds_behind_the_member_address() {
         let members = "1=127.0.0.1:7001@127.0.0.1:4437,2=127.0.0.1:7002@127.0.0.1:4438";
         let base = ["serve", "--dir", "d", "--node-id", "1", "--cluster", members];
-        let Command::Serve(args) = parse(&base).unwrap().command;
+        let Command::Serve(args) = parse(&base).unwrap().command else { panic!("not serve") };
         let cluster = args.resolve().unwrap().config.cluster_config().cloned().expect("a cluster");
         assert_eq!(cluster.raft_bind().unwrap(), "127.0.0.1:7001".parse().unwrap());
         let with: Vec<&str> = base.iter().copied().chain(["--raft-listen", "127.0.0.1:9001"]).collect();
-        let Command::Serve(args) = parse(&with).unwrap().command;
+        let Command::Serve(args) = parse(&with).unwrap().command else { panic!("not serve") };
         let cluster = args.resolve().unwrap().config.cluster_config().cloned().expect("a cluster");
         assert_eq!(cluster.raft_bind().unwrap(), "127.0.0.1:9001".parse().unwrap());
         assert_eq!(
@@ -290,7 +355,7 @@ mod tests {
         );
         assert!(cluster.balance_leaders, "leaders are balanced by default");
         let off: Vec<&str> = base.iter().copied().chain(["--no-balance-leaders"]).collect();
-        let Command::Serve(args) = parse(&off).unwrap().command;
+        let Command::Serve(args) = parse(&off).unwrap().command else { panic!("not serve") };
         assert!(!args.resolve().unwrap().config.cluster_config().expect("a cluster").balance_leaders);
         assert!(
             parse(&["serve", "--dir", "d", "--raft-listen", "127.0.0.1:9001"]).is_err(),
@@ -305,10 +370,16 @@ mod tests {
         assert!(parse(&["serve", "--dir", "d", "--bogus"]).is_err());
         assert!(parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "soon"]).is_err());
         let Command::Serve(args) =
-            parse(&["serve", "--dir", "d", "--listen", "not an address"]).unwrap().command;
+            parse(&["serve", "--dir", "d", "--listen", "not an address"]).unwrap().command
+        else {
+            panic!("not serve")
+        };
         assert!(args.resolve().unwrap_err().contains("--listen"));
         let Command::Serve(args) =
-            parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "0"]).unwrap().command;
+            parse(&["serve", "--dir", "d", "--long-poll-timeout-ms", "0"]).unwrap().command
+        else {
+            panic!("not serve")
+        };
         assert!(args.resolve().is_err());
     }
 }

@@ -51,6 +51,15 @@ pub enum Command {
     },
     /// `DELETE`.
     Delete(StreamId),
+    /// `GET /v1/cluster`.
+    ClusterShow,
+    /// `POST /v1/cluster/members`.
+    ClusterChange {
+        /// The change.
+        change: crate::MemberChange,
+        /// How long each group may take.
+        wait: std::time::Duration,
+    },
 }
 
 /// `PUT`: create (or fork) a stream.
@@ -131,6 +140,18 @@ pub fn map_request(method: &Method, uri: &Uri, headers: &HeaderMap, body: Bytes)
         }
         Route::Health => return Ok(Command::Health),
         Route::Metrics => return Ok(Command::Metrics),
+        Route::Cluster if *method == Method::GET => return Ok(Command::ClusterShow),
+        Route::ClusterMembers if *method == Method::POST => {
+            let (change, wait) = super::cluster_admin::parse_change(&body).map_err(Failure::bad_request)?;
+            return Ok(Command::ClusterChange { change, wait });
+        }
+        Route::Cluster | Route::ClusterMembers => {
+            return Err(Failure::method_not_allowed(format!(
+                "{} serves {} only",
+                uri.path(),
+                if route == Route::Cluster { "GET" } else { "POST" }
+            )));
+        }
         Route::Stream(id) => id,
     };
     match *method {

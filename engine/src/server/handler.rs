@@ -111,7 +111,17 @@ async fn execute(
             Ok(Reply::new(StatusCode::NO_CONTENT).build())
         }
         Command::Read(cmd) => read(ctx, cmd).await,
+        Command::ClusterShow => cluster_json(ctx.engine.cluster_members().await?),
+        Command::ClusterChange { change, wait } => {
+            cluster_json(ctx.engine.change_members(change, wait).await?)
+        }
     }
+}
+
+/// A cluster view as the admin endpoints answer it.
+fn cluster_json(view: crate::ClusterView) -> Result<Response<Body>, Failure> {
+    let body = super::cluster_admin::render(&view).to_string();
+    Ok(Reply::new(StatusCode::OK).content_type("application/json").bytes(Bytes::from(body)).build())
 }
 
 /// Bodies below this are copied into their own allocation.

@@ -10,8 +10,11 @@
 //! `respond` (response building), `handler` (running commands on the
 //! engine, long-poll), `sse` (server-sent events), `observe`
 //! (`/health`, `/metrics`), `io` and `timer` (glommio under hyper),
-//! `state` (options, shutdown latch, counters, the handlers' `Ctx`) and `listen` (accept
-//! loops per core, graceful shutdown). [`run`] is `rill serve`.
+//! `state` (options, shutdown latch, counters, the handlers' `Ctx`),
+//! `cluster_admin` (`/v1/cluster`: members and membership changes),
+//! `cluster_cli` (`rill cluster`, the operator's client of it),
+//! `forward` (a follower's requests to its group's leader) and `listen`
+//! (accept loops per core, graceful shutdown). [`run`] is `rill serve`.
 //!
 //! Invariants: no request gets a 2xx for a write before the engine
 //! acknowledged it; no input reaches a panic (every refusal is a typed
@@ -19,6 +22,8 @@
 //! engine's glommio executors.
 
 mod cli;
+mod cluster_admin;
+mod cluster_cli;
 mod command;
 mod forward;
 mod handler;
@@ -35,7 +40,8 @@ mod state;
 mod status;
 mod timer;
 
-pub use cli::{Cli, Command as Subcommand, DurabilityArg, ServeArgs, WalIoArg};
+pub use cli::{Cli, ClusterCommand, Command as Subcommand, DurabilityArg, ServeArgs, WalIoArg};
+pub use cluster_cli::run as run_cluster;
 pub use command::{map_request, AppendCmd, Command as HttpCommand, CreateCmd, ForkSpec, Live, ReadCmd};
 pub use listen::Server;
 pub use protocol::{format_offset, OffsetSpec};

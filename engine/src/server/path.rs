@@ -6,6 +6,8 @@
 //! ```text
 //! /health                         -> Route::Health
 //! /metrics                        -> Route::Metrics
+//! /v1/cluster                     -> Route::Cluster
+//! /v1/cluster/members             -> Route::ClusterMembers
 //! /v1/stream/<stream>             -> (bucket "default", <stream>)
 //! /v1/stream/<bucket>/<stream>    -> (<bucket>, <stream>)
 //! ```
@@ -30,6 +32,10 @@ pub(crate) const DEFAULT_BUCKET: &str = "default";
 pub(crate) enum Route {
     Health,
     Metrics,
+    /// A replicated server's members (`cluster_admin.rs`).
+    Cluster,
+    /// Changes of a replicated server's members.
+    ClusterMembers,
     Stream(StreamId),
 }
 
@@ -55,6 +61,8 @@ pub(crate) fn route(path: &str) -> Result<Route, PathError> {
     match path {
         "/health" => return Ok(Route::Health),
         "/metrics" => return Ok(Route::Metrics),
+        "/v1/cluster" => return Ok(Route::Cluster),
+        "/v1/cluster/members" => return Ok(Route::ClusterMembers),
         _ => {}
     }
     let Some(rest) = path.strip_prefix(STREAM_PREFIX) else {

@@ -73,10 +73,11 @@ mod tests {
     fn learns_and_replaces_but_never_forgets() {
         let book = AddressBook::new([(1, member("127.0.0.1:7001"))].into_iter().collect());
         let shared = book.clone();
-        let membership = Membership::new_with_defaults(
+        let membership = Membership::new(
             vec![[1, 4].into_iter().collect()],
-            [(1, member("127.0.0.1:7101")), (4, member("127.0.0.1:7004"))],
-        );
+            BTreeMap::from([(1, member("127.0.0.1:7101")), (4, member("127.0.0.1:7004"))]),
+        )
+        .expect("a membership");
         shared.learn_all(&membership);
         assert_eq!(book.raft_addr(4), Some("127.0.0.1:7004".parse().unwrap()));
         assert_eq!(book.raft_addr(1), Some("127.0.0.1:7101".parse().unwrap()), "a membership moves a node");

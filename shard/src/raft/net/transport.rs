@@ -46,6 +46,10 @@ type Pending = RefCell<HashMap<u64, oneshot::Sender<Result<Vec<u8>>>>>;
 struct Conn {
     outbox: mpsc::UnboundedSender<Message>,
     pending: Pending,
+    /// When a frame last arrived on it (or it was dialled).
+    heard: Cell<RtInstant>,
+    /// Ends its reader when the connection is given up.
+    stop: RefCell<Option<oneshot::Sender<()>>>,
 }
 
 /// What a node's connections have sent.
@@ -360,14 +364,28 @@ impl TcpNet {
             return Ok(conn.clone());
         }
         let (outbox, queued) = mpsc::unbounded();
-        let conn = Rc::new(Conn { outbox, pending: RefCell::new(HashMap::new()) });
+        let (stop, mut stopped) = oneshot::channel();
+        let conn = Rc::new(Conn {
+            outbox,
+            pending: RefCell::new(HashMap::new()),
+            heard: Cell::new(RtInstant::now()),
+            stop: RefCell::new(Some(stop)),
+        });
         self.inner.conns.borrow_mut().insert(target, conn.clone());
         drop(GlommioRt::spawn(write_loop(writer, queued, self.inner.stats.clone())));
         let (net, reading) = (self.clone(), conn.clone());
         drop(GlommioRt::spawn(async move {
             let err = loop {
-                match read_frame(&mut reader).await {
+                let next = futures::future::select(Box::pin(read_frame(&mut reader)), &mut stopped).await;
+                let read = match next {
+                    futures::future::Either::Left((read, _)) => read,
+                    // Given up (`drop_conn`): whatever the socket holds is
+                    // no longer waited for.
+                    futures::future::Either::Right(_) => return,
+                };
+                match read {
                     Ok(messages) => {
+                        reading.heard.set(RtInstant::now());
                         for m in messages.into_iter().filter(|m| m.kind == Kind::Reply) {
                             if let Some(waiter) = reading.pending.borrow_mut().remove(&m.id) {
                                 let _ = waiter.send(Ok(m.body));
@@ -390,6 +408,9 @@ impl TcpNet {
         }
         drop(conns);
         conn.outbox.close_channel();
+        if let Some(stop) = conn.stop.borrow_mut().take() {
+            let _ = stop.send(());
+        }
         let waiting: Vec<_> = conn.pending.borrow_mut().drain().collect();
         for (_, waiter) in waiting {
             let _ = waiter.send(Err(peer_error(format!("connection to node {target} lost: {err}"))));
@@ -397,10 +418,18 @@ impl TcpNet {
     }
 
     /// Sends `request` for `group` to `target` and waits for the reply, at
-    /// most `ttl`.
+    /// most `ttl`. A connection on which nothing at all arrived for `ttl`
+    /// when a request times out is given up (the peer may have restarted
+    /// behind a connection that still looks open: a half-open TCP
+    /// connection never fails a write), so the next request dials again.
     pub async fn call(&self, target: NodeId, group: u32, request: &NetRequest, ttl: Duration) -> Result<NetReply> {
+        let started = RtInstant::now();
+        let timed_out = || peer_error(format!("node {target} did not answer within {ttl:?}"));
+        let conn = match GlommioRt::timeout(ttl, self.conn(target)).await {
+            Ok(conn) => conn?,
+            Err(_) => return Err(timed_out()),
+        };
         let attempt = async {
-            let conn = self.conn(target).await?;
             let id = self.inner.next_id.get();
             self.inner.next_id.set(id + 1);
             let body = postcard::to_stdvec(request).expect("a request always encodes");
@@ -415,9 +444,15 @@ impl TcpNet {
             let reply = answer??;
             postcard::from_bytes(&reply).map_err(|e| peer_error(format!("undecodable reply from node {target}: {e}")))
         };
-        match GlommioRt::timeout(ttl, attempt).await {
+        let left = ttl.saturating_sub(RtInstant::now() - started);
+        match GlommioRt::timeout(left, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(peer_error(format!("node {target} did not answer within {ttl:?}"))),
+            Err(_) => {
+                if RtInstant::now() - conn.heard.get() >= ttl {
+                    self.drop_conn(target, &conn, peer_error(format!("nothing arrived from node {target} for {ttl:?}")));
+                }
+                Err(timed_out())
+            }
         }
     }
 }
