@@ -44,13 +44,23 @@ pub struct Node {
     pub members: String,
     /// `--raft-listen`, when peers reach this node through a proxy.
     pub raft_listen: Option<String>,
+    /// More flags (`--join`).
+    pub extra: Vec<String>,
     pub process: Option<std::process::Child>,
 }
 
 impl Node {
     /// Node `id` (from 1) of `members`, in `dir`, serving HTTP on `http`.
     pub fn new(id: u64, dir: PathBuf, http: String, members: &str) -> Node {
-        Node { id, dir, http, members: members.to_string(), raft_listen: None, process: None }
+        Node {
+            id,
+            dir,
+            http,
+            members: members.to_string(),
+            raft_listen: None,
+            extra: Vec::new(),
+            process: None,
+        }
     }
 
     pub fn base(&self) -> String {
@@ -77,6 +87,7 @@ impl Node {
         if let Some(addr) = &self.raft_listen {
             command.args(["--raft-listen", addr]);
         }
+        command.args(&self.extra);
         let mut child = command
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
