@@ -517,6 +517,23 @@ pub fn seeds() -> Vec<Seed> {
     for (name, text) in shapes {
         out.add("shape_file", name, text.to_vec());
     }
+    // cluster_file: the documented text and its near misses.
+    let identities: [(&str, &[u8]); 11] = [
+        ("formed", b"rill-cluster 1\nid 00000000c0ffee01\nnode 1\norigin formed\n"),
+        ("joined", b"rill-cluster 1\nid 00000000c0ffee01\nnode 4\norigin joined\n"),
+        ("other-version", b"rill-cluster 2\nid 00000000c0ffee01\nnode 1\norigin formed\n"),
+        ("zero-id", b"rill-cluster 1\nid 0000000000000000\nnode 1\norigin formed\n"),
+        ("duplicate-key", b"rill-cluster 1\nid 1\nid 2\nnode 1\norigin formed\n"),
+        ("missing-origin", b"rill-cluster 1\nid 1\nnode 1\n"),
+        ("unknown-origin", b"rill-cluster 1\nid 1\nnode 1\norigin borrowed\n"),
+        ("empty", b""),
+        ("not-utf8", b"rill-cluster 1\nid \xff1\nnode 1\norigin formed\n"),
+        ("id-overflow", b"rill-cluster 1\nid 1ffffffffffffffff\nnode 1\norigin formed\n"),
+        ("no-value", b"rill-cluster 1\nid\nnode 1\norigin formed\n"),
+    ];
+    for (name, text) in identities {
+        out.add("cluster_file", name, text.to_vec());
+    }
     // cold_pack: packs of one to four slices of several records in several
     // time runs, damaged and whole, in version 3 and (as older builds wrote
     // them, without record indexes) version 1, and recipes.

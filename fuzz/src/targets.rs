@@ -56,6 +56,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("raft_log_file", raft_log_file),
     ("raft_checkpoint", raft_checkpoint),
     ("shape_file", shape_file),
+    ("cluster_file", cluster_file),
     ("cold_pack", cold_pack),
     ("http_request", crate::http_target::http_request),
 ];
@@ -925,6 +926,21 @@ pub fn shape_file(data: &[u8]) {
             matches!(e.code(), ErrorCode::Corrupted | ErrorCode::ShapeMismatch),
             "shape file {data:?}: {e:?}"
         ),
+    }
+}
+
+/// The `rill.cluster` file (FORMAT.md "`rill.cluster`"): any bytes parse
+/// to an identity or are `Corrupted`; what parses names a nonzero id and
+/// renders back to text that parses to the same identity.
+pub fn cluster_file(data: &[u8]) {
+    use rill_shard::cluster::{parse_identity, render_identity};
+    match parse_identity(data) {
+        Ok((id, node, origin)) => {
+            assert_ne!(id, 0, "an identity without a cluster id");
+            let again = render_identity(id, node, origin);
+            assert_eq!(parse_identity(again.as_bytes()).expect("rendered text parses"), (id, node, origin));
+        }
+        Err(e) => assert_eq!(e.code(), ErrorCode::Corrupted, "{data:?}: {e:?}"),
     }
 }
 

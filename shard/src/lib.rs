@@ -123,7 +123,9 @@ pub mod node {
 /// acceptor and the member addresses.
 pub mod cluster {
     pub use crate::raft::address_book::AddressBook;
-    pub use crate::raft::identity::{ClusterIdentity, Origin, IDENTITY_FILE};
+    pub use crate::raft::identity::{
+        parse_identity, render_identity, ClusterIdentity, Origin, IDENTITY_FILE,
+    };
     pub use crate::raft::membership::{GroupMembers, MemberChange, MIN_VOTERS};
     pub use crate::raft::net::acceptor::{Acceptor, Incoming};
     pub use crate::raft::net::handshake::Hello;

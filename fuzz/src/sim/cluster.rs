@@ -402,6 +402,7 @@ async fn start(
         timeout: Duration::from_secs(1),
         checkpoints: Some(Rc::new(DeviceJournal(node.journal.clone()))),
         snapshot,
+        book: None,
     };
     let replica = GroupReplica::start(start, net.factory(node.id)).await.map_err(|e| e.to_string())?;
     net.attach(node.id, replica.raft().clone());

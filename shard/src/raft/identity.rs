@@ -74,9 +74,9 @@ impl ClusterIdentity {
     pub fn open(dir: &Path, node: NodeId, listed: u64, join: bool) -> Result<Self> {
         let path = dir.join(IDENTITY_FILE);
         let adopting = Mutex::new(());
-        match fs::read_to_string(&path) {
-            Ok(text) => {
-                let (id, recorded, origin) = parse(&text)?;
+        match fs::read(&path) {
+            Ok(bytes) => {
+                let (id, recorded, origin) = parse_identity(&bytes)?;
                 if recorded != node {
                     return Err(Error::new(ErrorKind::ShapeMismatch {
                         field: "node id",
@@ -141,8 +141,16 @@ impl ClusterIdentity {
     }
 }
 
-fn parse(text: &str) -> Result<(u64, NodeId, Origin)> {
+/// The file's text for cluster `id`, node `node` of `origin`.
+pub fn render_identity(id: u64, node: NodeId, origin: Origin) -> String {
+    format!("rill-cluster 1\nid {id:016x}\nnode {node}\norigin {}\n", origin.as_str())
+}
+
+/// Parses the file: its cluster id, node id and origin; anything else is
+/// `Corrupted`, naming what is wrong.
+pub fn parse_identity(bytes: &[u8]) -> Result<(u64, NodeId, Origin)> {
     let bad = |why: &str| Error::corrupted(format!("{IDENTITY_FILE}: {why}"));
+    let text = std::str::from_utf8(bytes).map_err(|_| bad("not UTF-8 text"))?;
     let mut lines = text.lines();
     match lines.next() {
         Some("rill-cluster 1") => {}
@@ -179,7 +187,7 @@ fn parse(text: &str) -> Result<(u64, NodeId, Origin)> {
 /// Writes the file durably: a temporary name, fsync, rename, directory
 /// fsync.
 fn write(path: &Path, id: u64, node: NodeId, origin: Origin) -> Result<()> {
-    let text = format!("rill-cluster 1\nid {id:016x}\nnode {node}\norigin {}\n", origin.as_str());
+    let text = render_identity(id, node, origin);
     let tmp = path.with_extension("tmp");
     let io = |op: &'static str, e| Error::io_at(op, path, e);
     let mut file = fs::File::create(&tmp).map_err(|e| io("create the cluster identity", e))?;
@@ -217,6 +225,10 @@ mod tests {
         assert_eq!(joiner.adopt(0x999).unwrap(), 0xabc, "only the first id is adopted");
         let reopened = ClusterIdentity::open(joiner_dir.path(), 4, 0x111, false).unwrap();
         assert_eq!((reopened.id(), reopened.origin()), (0xabc, Origin::Joined));
+        // The documented bytes (FORMAT.md, "`rill.cluster`").
+        let golden = "rill-cluster 1\nid 0000000000000abc\nnode 4\norigin joined\n";
+        assert_eq!(fs::read_to_string(joiner_dir.path().join(IDENTITY_FILE)).unwrap(), golden);
+        assert_eq!(parse_identity(golden.as_bytes()).unwrap(), (0xabc, 4, Origin::Joined));
     }
 
     #[test]
@@ -230,10 +242,10 @@ mod tests {
             "rill-cluster 1\nid 0\nnode 1\norigin formed\n",
             "rill-cluster 1\nid 1\nnode 1\norigin borrowed\n",
         ] {
-            let err = parse(text).unwrap_err();
+            let err = parse_identity(text.as_bytes()).unwrap_err();
             assert_eq!(err.code(), crate::error::ErrorCode::Corrupted, "{text:?}: {err}");
         }
-        let v2 = parse("rill-cluster 2\n").unwrap_err().to_string();
+        let v2 = parse_identity(b"rill-cluster 2\n").unwrap_err().to_string();
         assert!(v2.contains("rill-cluster 2") && v2.contains("rill-cluster 1"), "{v2}");
     }
 }

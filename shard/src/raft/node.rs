@@ -207,12 +207,11 @@ pub async fn start_core(
             timeout: spec.timeout,
             checkpoints: Some(checkpoints.clone()),
             snapshot: seed.snapshot,
+            book: Some(spec.book.clone()),
         };
         let replica = GroupReplica::start(start, TcpNetFactory::new(net.clone(), group)).await?;
         net.serve_group(group, replica.raft().clone());
         pacer.add_heard(group, replica.raft().clone(), net.heard(group));
-        let book = spec.book.clone();
-        replica.waiters().on_membership(move |membership| book.learn_all(membership));
         // Only a founding member starts a group nothing was ever logged
         // for; a joining node waits for a leader to add it.
         if seed.fresh && spec.identity.initializes_fresh_groups() {

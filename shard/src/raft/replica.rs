@@ -32,6 +32,7 @@ use openraft::raft::ClientWriteResult;
 use openraft::network::RaftNetworkFactory;
 use openraft::{AsyncRuntime, ReadPolicy};
 
+use super::address_book::AddressBook;
 use super::journal::RaftJournal;
 use super::log_image::LogImage;
 use super::log_store::GroupLog;
@@ -143,6 +144,9 @@ pub struct ReplicaStart {
     /// replica starts from (see [`restore`]).
     pub checkpoints: Option<Rc<dyn CheckpointStore>>,
     pub snapshot: Option<GroupSnapshot>,
+    /// Learns every membership the replica applies or installs, from the
+    /// very first (set before openraft starts applying).
+    pub book: Option<AddressBook>,
 }
 
 impl ReplicaStart {
@@ -169,6 +173,7 @@ impl ReplicaStart {
             timeout,
             checkpoints: None,
             snapshot: None,
+            book: None,
         }
     }
 }
@@ -270,6 +275,9 @@ impl GroupReplica {
         N::Network: openraft::network::NetSnapshot<RillRaft, SnapshotData = SnapshotBytes>,
     {
         let waiters = Rc::new(Waiters::default());
+        if let Some(book) = start.book {
+            waiters.on_membership(move |membership| book.learn_all(membership));
+        }
         let mut machine = GroupMachine::new(start.state, start.applied, start.membership, waiters.clone());
         if let Some(store) = start.checkpoints {
             machine = machine.with_checkpoints(store, start.snapshot);
