@@ -64,6 +64,12 @@ pub struct GroupMetrics {
     pub raft_elections: AtomicU64,
     /// On a leader: the most entries a follower is behind (0 elsewhere).
     pub raft_follower_lag: AtomicU64,
+    /// Voters of the group's latest membership.
+    pub raft_voters: AtomicU64,
+    /// 1 while a joint membership (a change half made) is in force.
+    pub raft_joint: AtomicU64,
+    /// Snapshots this replica installed from a leader.
+    pub raft_snapshots_installed: AtomicU64,
 }
 
 impl GroupMetrics {
@@ -106,6 +112,9 @@ impl GroupMetrics {
             raft_commit_lag: self.raft_last_log.load(Relaxed).saturating_sub(self.raft_applied.load(Relaxed)),
             raft_elections: self.raft_elections.load(Relaxed),
             raft_follower_lag: self.raft_follower_lag.load(Relaxed),
+            raft_voters: self.raft_voters.load(Relaxed),
+            raft_joint: self.raft_joint.load(Relaxed) == 1,
+            raft_snapshots_installed: self.raft_snapshots_installed.load(Relaxed),
         }
     }
 }
@@ -175,6 +184,8 @@ pub struct CoreMetrics {
     pub raft_frames_sent: AtomicU64,
     /// The raft messages (requests and replies) those frames carried.
     pub raft_messages_sent: AtomicU64,
+    /// Snapshots the core's leaders sent to followers.
+    pub raft_snapshots_sent: AtomicU64,
     append_latency: Mutex<Histogram<u64>>,
     read_latency: Mutex<Histogram<u64>>,
 }
@@ -225,6 +236,7 @@ impl Default for CoreMetrics {
             checkpoint_bytes: AtomicU64::new(0),
             raft_frames_sent: AtomicU64::new(0),
             raft_messages_sent: AtomicU64::new(0),
+            raft_snapshots_sent: AtomicU64::new(0),
             append_latency: Mutex::new(new_histogram()),
             read_latency: Mutex::new(new_histogram()),
         }
@@ -304,6 +316,7 @@ impl CoreMetrics {
             checkpoint_bytes: self.checkpoint_bytes.load(Relaxed),
             raft_frames_sent: self.raft_frames_sent.load(Relaxed),
             raft_messages_sent: self.raft_messages_sent.load(Relaxed),
+            raft_snapshots_sent: self.raft_snapshots_sent.load(Relaxed),
         }
     }
 
@@ -370,6 +383,12 @@ pub struct GroupMetricsSnapshot {
     pub raft_elections: u64,
     /// On a leader: the most entries a follower is behind.
     pub raft_follower_lag: u64,
+    /// Voters of the group's latest membership (0 on a single node).
+    pub raft_voters: u64,
+    /// Whether a joint membership (a change half made) is in force.
+    pub raft_joint: bool,
+    /// Snapshots this replica installed from a leader.
+    pub raft_snapshots_installed: u64,
 }
 
 /// A point-in-time copy of one core's metrics.
@@ -439,6 +458,8 @@ pub struct CoreMetricsSnapshot {
     pub raft_frames_sent: u64,
     /// The raft messages (requests and replies) those frames carried.
     pub raft_messages_sent: u64,
+    /// Snapshots the core's leaders sent to followers.
+    pub raft_snapshots_sent: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -132,6 +132,12 @@ fn nodes_join_leave_and_are_replaced_while_the_history_stays_whole() {
         assert!(!group.joint);
     }
     converges(&four, &id, &expected);
+    // The metrics show the new membership (published every 200 ms).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !one.metrics().groups.iter().all(|g| g.raft_voters == 4 && !g.raft_joint) {
+        assert!(Instant::now() < deadline, "metrics: {:?}", one.metrics().groups);
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let again = change(&three, MemberChange::Add { id: 4, member: member(addrs[3].1) });
     assert!(again.groups.iter().all(|g| g.voters == voters(&[1, 2, 3, 4])), "adding again changes nothing");
     append_numbered(&[&one, &two, &three, &four], &id, 10..20, &mut expected);

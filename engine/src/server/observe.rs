@@ -191,7 +191,7 @@ pub(crate) fn metrics(engine: &Engine, stats: &HttpStats) -> Response<Body> {
 /// elections), one line per group and metric.
 fn raft_lines(out: &mut String, groups: &[crate::GroupMetricsSnapshot]) {
     type GroupValue = fn(&crate::GroupMetricsSnapshot) -> u64;
-    let per_group: [(&str, &str, &str, GroupValue); 6] = [
+    let per_group: [(&str, &str, &str, GroupValue); 9] = [
         ("rill_group_raft_term", "The group's raft term on this node.", "gauge", |g| g.raft_term),
         ("rill_group_raft_leader", "The node this replica follows (0: none known).", "gauge", |g| {
             g.raft_leader
@@ -209,6 +209,16 @@ fn raft_lines(out: &mut String, groups: &[crate::GroupMetricsSnapshot]) {
             |g| g.raft_follower_lag,
         ),
         ("rill_group_raft_elections_total", "Terms this replica saw begin.", "counter", |g| g.raft_elections),
+        ("rill_group_raft_voters", "Voters of the group's latest membership.", "gauge", |g| g.raft_voters),
+        ("rill_group_raft_joint", "1 while a membership change is half made (joint).", "gauge", |g| {
+            u64::from(g.raft_joint)
+        }),
+        (
+            "rill_group_raft_snapshots_installed_total",
+            "Snapshots this replica installed from its leader.",
+            "counter",
+            |g| g.raft_snapshots_installed,
+        ),
     ];
     for (name, help, kind, value) in per_group {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -223,12 +233,15 @@ fn raft_lines(out: &mut String, groups: &[crate::GroupMetricsSnapshot]) {
 /// groups share a frame, so messages per frame shows the coalescing).
 fn raft_core_lines(out: &mut String, cores: &[crate::CoreMetricsSnapshot]) {
     type CoreValue = fn(&crate::CoreMetricsSnapshot) -> u64;
-    let per_core: [(&str, &str, CoreValue); 2] = [
+    let per_core: [(&str, &str, CoreValue); 3] = [
         ("rill_core_raft_frames_sent_total", "Frames the core's raft connections wrote.", |c| {
             c.raft_frames_sent
         }),
         ("rill_core_raft_messages_sent_total", "Raft messages those frames carried.", |c| {
             c.raft_messages_sent
+        }),
+        ("rill_core_raft_snapshots_sent_total", "Snapshots the core's leaders sent to followers.", |c| {
+            c.raft_snapshots_sent
         }),
     ];
     for (name, help, value) in per_core {

@@ -250,6 +250,12 @@ pub struct ReplicaStatus {
     pub applied: Option<u64>,
     /// On a leader: the most entries a follower is behind its log.
     pub follower_lag: u64,
+    /// Voters of the latest membership (both sides of a joint one).
+    pub voters: u64,
+    /// Whether a joint membership (a change half made) is in force.
+    pub joint: bool,
+    /// Snapshots this replica installed from a leader.
+    pub snapshots_installed: u64,
 }
 
 /// One node's replica of one group.
@@ -341,6 +347,9 @@ impl GroupReplica {
                     .max()
                     .unwrap_or(0)
             }),
+            voters: m.membership_config.membership().voter_ids().count() as u64,
+            joint: m.membership_config.membership().get_joint_config().len() > 1,
+            snapshots_installed: self.machine.snapshots_installed(),
         }
     }
 

@@ -74,6 +74,8 @@ struct Machine {
     /// Where snapshots become durable checkpoints (none: snapshots live in
     /// memory only, for replicas that never purge their log).
     checkpoints: Option<Rc<dyn CheckpointStore>>,
+    /// Snapshots installed from a leader.
+    installed: u64,
 }
 
 /// One group's state machine; clones share it (the snapshot builder is a
@@ -107,7 +109,8 @@ impl GroupMachine {
         sink: Rc<dyn ApplySink>,
     ) -> Self {
         let limits = state.borrow().limits().clone();
-        let machine = Machine { state, applied, membership, current: None, limits, sink, checkpoints: None };
+        let machine =
+            Machine { state, applied, membership, current: None, limits, sink, checkpoints: None, installed: 0 };
         Self { inner: Rc::new(RefCell::new(machine)) }
     }
 
@@ -187,6 +190,11 @@ impl GroupMachine {
     /// The state cell (shared with whoever else reads the group).
     pub fn state_cell(&self) -> Rc<RefCell<GroupState>> {
         self.inner.borrow().state.clone()
+    }
+
+    /// Snapshots this machine installed from a leader.
+    pub fn snapshots_installed(&self) -> u64 {
+        self.inner.borrow().installed
     }
 
     /// The last applied log id.
@@ -276,6 +284,7 @@ impl RaftStateMachine<RillRaft> for GroupMachine {
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotBytes) -> Result<(), io::Error> {
         let installed = self.replace_state(meta, snapshot)?;
+        self.inner.borrow_mut().installed += 1;
         self.persist(&installed).await
     }
 

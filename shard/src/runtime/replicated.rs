@@ -175,11 +175,15 @@ pub(super) async fn publish_raft_metrics(core: Rc<Core>, every: std::time::Durat
             m.raft_last_log.store(status.last_log.unwrap_or(0), Relaxed);
             m.raft_applied.store(status.applied.unwrap_or(0), Relaxed);
             m.raft_follower_lag.store(status.follower_lag, Relaxed);
+            m.raft_voters.store(status.voters, Relaxed);
+            m.raft_joint.store(u64::from(status.joint), Relaxed);
+            m.raft_snapshots_installed.store(status.snapshots_installed, Relaxed);
         }
         if let Some(replicas) = &core.replicas {
             let sent = replicas.net.stats();
             core.metrics.raft_frames_sent.store(sent.frames, Relaxed);
             core.metrics.raft_messages_sent.store(sent.messages, Relaxed);
+            core.metrics.raft_snapshots_sent.store(sent.snapshots, Relaxed);
         }
         glommio::timer::sleep(every).await;
     }

@@ -109,6 +109,7 @@ impl RaftNetworkV2<RillRaft> for TcpLink {
         option: RPCOption,
     ) -> Result<SnapshotResponse<RillRaft>, StreamingError<RillRaft>> {
         let request = NetRequest::snapshot(&vote, &snapshot);
+        self.net.count_snapshot();
         let reply = self.net.call(self.target, self.group, &request, option.hard_ttl()).await.map_err(unreachable)?;
         Ok(reply.into_snapshot().map_err(unreachable)?)
     }

@@ -59,6 +59,8 @@ pub struct NetStats {
     pub frames: u64,
     /// Messages those frames carried (requests and replies).
     pub messages: u64,
+    /// Full snapshots sent to followers.
+    pub snapshots: u64,
 }
 
 #[derive(Debug)]
@@ -116,7 +118,7 @@ async fn write_loop(
         frame::encode(&batch, &mut buf)?;
         writer.write_all(&buf).await.map_err(|e| io("write replication frame", e))?;
         let sent = stats.get();
-        stats.set(NetStats { frames: sent.frames + 1, messages: sent.messages + batch.len() as u64 });
+        stats.set(NetStats { frames: sent.frames + 1, messages: sent.messages + batch.len() as u64, ..sent });
     }
     Ok(())
 }
@@ -169,6 +171,12 @@ impl TcpNet {
     /// This node's id.
     pub fn node(&self) -> NodeId {
         self.inner.hello.node
+    }
+
+    /// Counts one full snapshot sent to a follower.
+    pub fn count_snapshot(&self) {
+        let sent = self.inner.stats.get();
+        self.inner.stats.set(NetStats { snapshots: sent.snapshots + 1, ..sent });
     }
 
     /// What this node's connections have sent so far.
