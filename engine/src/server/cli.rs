@@ -362,6 +362,37 @@ mod tests {
             "needs --cluster"
         );
         assert!(parse(&[&base[..], &["--raft-listen", "nowhere"]].concat()).is_err());
+        assert!(
+            !args.resolve().unwrap().config.cluster_config().expect("a cluster").join,
+            "forming by default"
+        );
+        let join: Vec<&str> = base.iter().copied().chain(["--join"]).collect();
+        let Command::Serve(args) = parse(&join).unwrap().command else { panic!("not serve") };
+        assert!(args.resolve().unwrap().config.cluster_config().expect("a cluster").join);
+        assert!(parse(&["serve", "--dir", "d", "--join"]).is_err(), "--join needs --cluster");
+    }
+
+    #[test]
+    fn cluster_subcommands_parse() {
+        let Command::Cluster(ClusterCommand::Replace { server, old, member, wait_ms }) = parse(&[
+            "cluster",
+            "replace",
+            "--server",
+            "127.0.0.1:4437",
+            "3",
+            "4=127.0.0.1:7004@127.0.0.1:4440",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not cluster replace")
+        };
+        assert_eq!(
+            (server.as_str(), old, member.as_str(), wait_ms),
+            ("127.0.0.1:4437", 3, "4=127.0.0.1:7004@127.0.0.1:4440", 60_000)
+        );
+        assert!(parse(&["cluster", "remove", "--server", "h:1", "x"]).is_err(), "a node id is a number");
+        assert!(parse(&["cluster", "status"]).is_err(), "--server is required");
     }
 
     #[test]
