@@ -475,6 +475,17 @@ async fn stop(core: &Rc<Core>) {
             tracing::error!(core = core.id, error = %err, "checkpoint at shutdown failed");
         }
     }
+    if let Some(replicas) = &core.replicas {
+        // Stop consensus and close the connections, so peers see this node
+        // go (an engine reopened in the same process must not leave them
+        // talking to a socket nobody reads).
+        replicas.pacer.stop();
+        let replicas_down = futures::future::join_all(replicas.replicas.values().map(|r| r.shutdown()));
+        if glommio::timer::timeout(Duration::from_secs(5), async { Ok(replicas_down.await) }).await.is_err() {
+            tracing::warn!(core = core.id, "raft replicas did not stop within 5 s");
+        }
+        replicas.net.close_all();
+    }
 }
 
 /// A FIFO of envelopes with a signal, one per group.

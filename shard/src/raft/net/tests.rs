@@ -151,3 +151,41 @@ fn a_peer_of_another_cluster_is_refused() {
         assert!(unknown.to_string().contains("no known raft address"), "{unknown}");
     });
 }
+
+/// A peer that completes the handshake and then never answers (a process
+/// stopped, or restarted behind a connection that still looks open): a
+/// request that times out with nothing heard gives the connection up, so
+/// the next request dials again.
+#[test]
+fn a_silent_connection_is_given_up_and_dialled_again() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counting = accepted.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            counting.fetch_add(1, Ordering::SeqCst);
+            let mut theirs = [0u8; super::handshake::HELLO_LEN];
+            if stream.read_exact(&mut theirs).is_ok() {
+                let _ = stream.write_all(&Hello::new(CLUSTER, 2, 1, 1).encode());
+            }
+            // Keep the socket open and never read from it again.
+            held.push(stream);
+        }
+    });
+    executor().run(async move {
+        let two = Member { raft_addr: addr.to_string(), http_addr: String::new() };
+        let net = TcpNet::new(Hello::new(CLUSTER, 1, 1, 1), AddressBook::new(BTreeMap::from([(2, two)])));
+        let request = NetRequest::Vote { vote: WireVote { term: 1, node: 1, committed: false }, last: None };
+        for attempt in 1..=3usize {
+            let err = net.call(2, 0, &request, Duration::from_millis(200)).await.unwrap_err();
+            assert!(err.to_string().contains("did not answer"), "{err}");
+            assert_eq!(accepted.load(Ordering::SeqCst), attempt, "attempt {attempt} dialled afresh");
+        }
+    });
+}

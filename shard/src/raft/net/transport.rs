@@ -408,6 +408,16 @@ impl TcpNet {
         Ok(conn)
     }
 
+    /// Closes every connection this node dialled (at shutdown); requests
+    /// waiting on them fail.
+    pub fn close_all(&self) {
+        let conns: Vec<(NodeId, Rc<Conn>)> =
+            self.inner.conns.borrow().iter().map(|(id, c)| (*id, c.clone())).collect();
+        for (target, conn) in conns {
+            self.drop_conn(target, &conn, peer_error("this node is shutting down".into()));
+        }
+    }
+
     /// Forgets a broken connection and fails what waited on it.
     fn drop_conn(&self, target: NodeId, conn: &Rc<Conn>, err: Error) {
         let mut conns = self.inner.conns.borrow_mut();
@@ -426,10 +436,11 @@ impl TcpNet {
     }
 
     /// Sends `request` for `group` to `target` and waits for the reply, at
-    /// most `ttl`. A connection on which nothing at all arrived for `ttl`
-    /// when a request times out is given up (the peer may have restarted
-    /// behind a connection that still looks open: a half-open TCP
-    /// connection never fails a write), so the next request dials again.
+    /// most `ttl`. When a request times out and nothing at all arrived on
+    /// its connection while it waited, the connection is given up (the
+    /// peer may be stopped, or have restarted behind a connection that
+    /// still looks open: a half-open TCP connection never fails a write),
+    /// so the next request dials again.
     pub async fn call(&self, target: NodeId, group: u32, request: &NetRequest, ttl: Duration) -> Result<NetReply> {
         let started = RtInstant::now();
         let timed_out = || peer_error(format!("node {target} did not answer within {ttl:?}"));
@@ -437,6 +448,7 @@ impl TcpNet {
             Ok(conn) => conn?,
             Err(_) => return Err(timed_out()),
         };
+        let sent = RtInstant::now();
         let attempt = async {
             let id = self.inner.next_id.get();
             self.inner.next_id.set(id + 1);
@@ -456,8 +468,9 @@ impl TcpNet {
         match GlommioRt::timeout(left, attempt).await {
             Ok(result) => result,
             Err(_) => {
-                if RtInstant::now() - conn.heard.get() >= ttl {
-                    self.drop_conn(target, &conn, peer_error(format!("nothing arrived from node {target} for {ttl:?}")));
+                if conn.heard.get() <= sent {
+                    let silent = peer_error(format!("nothing arrived from node {target} within {ttl:?}"));
+                    self.drop_conn(target, &conn, silent);
                 }
                 Err(timed_out())
             }
