@@ -13,18 +13,16 @@
 //! a single node's directory refuses cluster mode and a cluster's
 //! directory refuses single-node mode.
 
-use std::net::{SocketAddr, TcpListener};
+mod embedded_cluster;
+
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use embedded_cluster::{append_numbered, free_addr, on_leader};
 use rill::{Append, ClusterConfig, Config, Create, Engine, ErrorCode, Read, StreamId};
 
 const GROUPS: u32 = 4;
-
-fn free_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr")
-}
 
 fn cluster(node: u64, addrs: &[SocketAddr]) -> ClusterConfig {
     let mut c = ClusterConfig::new(node)
@@ -40,37 +38,6 @@ fn cluster(node: u64, addrs: &[SocketAddr]) -> ClusterConfig {
 fn open(dir: &std::path::Path, node: u64, addrs: &[SocketAddr]) -> Engine {
     let config = Config::new(dir).cores(1).groups(GROUPS).pin_threads(false).cluster(cluster(node, addrs));
     Engine::open(config).expect("node opens")
-}
-
-/// Runs `op` on each node in turn until one (the leader) takes it,
-/// retrying while a leader is being elected.
-fn on_leader<T>(nodes: &[&Engine], mut op: impl FnMut(&Engine) -> rill::Result<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        for node in nodes {
-            match op(node) {
-                Ok(value) => return value,
-                Err(e)
-                    if matches!(
-                        e.code(),
-                        ErrorCode::NotLeader | ErrorCode::NoQuorum | ErrorCode::Indeterminate
-                    ) => {}
-                Err(e) => panic!("unexpected error: {e}"),
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader took the request within 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Appends `[i]` for each `i` of `range` through whichever node leads,
-/// adding each acknowledged body to `expected`.
-fn append_numbered(nodes: &[&Engine], id: &StreamId, range: std::ops::Range<u32>, expected: &mut Vec<u8>) {
-    for i in range {
-        let body = format!("[{i:03}]");
-        on_leader(nodes, |e| futures::executor::block_on(e.append(Append::new(id.clone(), body.clone()))));
-        expected.extend_from_slice(body.as_bytes());
-    }
 }
 
 fn read_all(nodes: &[&Engine], id: &StreamId) -> Bytes {

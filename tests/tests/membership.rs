@@ -13,19 +13,18 @@
 //! a single-node engine and a data directory opened as another node are
 //! refused with typed errors.
 
+mod embedded_cluster;
+
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rill::{Append, ClusterConfig, Config, Create, Engine, ErrorCode, Member, MemberChange, Read, StreamId};
+use embedded_cluster::{append_numbered, free_addr, on_leader};
+use rill::{ClusterConfig, Config, Create, Engine, ErrorCode, Member, MemberChange, Read, StreamId};
 
 const GROUPS: u32 = 4;
 const WAIT: Duration = Duration::from_secs(30);
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr")
-}
 
 /// Node `node`'s config naming `members` (node id, raft address).
 fn config(dir: &Path, node: u64, members: &[(u64, SocketAddr)], join: bool) -> Config {
@@ -42,34 +41,6 @@ fn config(dir: &Path, node: u64, members: &[(u64, SocketAddr)], join: bool) -> C
 
 fn member(addr: SocketAddr) -> Member {
     Member { raft_addr: addr.to_string(), http_addr: String::new() }
-}
-
-/// Runs `op` on each node until one (the group's leader) takes it.
-fn on_leader<T>(nodes: &[&Engine], mut op: impl FnMut(&Engine) -> rill::Result<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        for node in nodes {
-            match op(node) {
-                Ok(value) => return value,
-                Err(e)
-                    if matches!(
-                        e.code(),
-                        ErrorCode::NotLeader | ErrorCode::NoQuorum | ErrorCode::Indeterminate
-                    ) => {}
-                Err(e) => panic!("unexpected error: {e}"),
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader took the request within 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn append_numbered(nodes: &[&Engine], id: &StreamId, range: std::ops::Range<u32>, expected: &mut Vec<u8>) {
-    for i in range {
-        let body = format!("[{i:03}]");
-        on_leader(nodes, |e| futures::executor::block_on(e.append(Append::new(id.clone(), body.clone()))));
-        expected.extend_from_slice(body.as_bytes());
-    }
 }
 
 /// Waits until `node`'s own replica holds exactly `expected`.
