@@ -67,7 +67,8 @@ fn converges(node: &Engine, id: &StreamId, expected: &[u8]) {
 }
 
 fn change(node: &Engine, change: MemberChange) -> rill::ClusterView {
-    futures::executor::block_on(node.change_members(change, WAIT)).expect("the change is made")
+    futures::executor::block_on(node.change_members(change.clone(), WAIT))
+        .unwrap_or_else(|e| panic!("{change:?} was not made: {e}"))
 }
 
 fn voters(ids: &[u64]) -> BTreeSet<u64> {

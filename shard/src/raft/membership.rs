@@ -7,16 +7,24 @@
 //!
 //! 1. returns at once when the *committed* membership already has the
 //!    target voters and no joint configuration is pending;
-//! 2. adds a joining node as a learner and waits until it holds the
-//!    leader's log (so it never joins the voters behind and stalls commits);
+//! 2. adds a joining node as a learner and waits until it holds every
+//!    entry the leader had when it first looked (so it never joins the
+//!    voters behind and stalls commits);
 //! 3. replaces the voters with the target through openraft's two-step
 //!    change (a joint configuration of old and new voters commits first,
 //!    then the new one alone; a removed node leaves the membership).
 //!
-//! Anything but the leader answers `NotLeader` with the leader it knows;
+//! Each step is one openraft call or poll bounded by a few seconds, after
+//! which the change looks at the group again: a call the leadership moved
+//! under (openraft may leave it unanswered) is never waited on for the
+//! whole change. Anything but the leader answers `NotLeader` with the
+//! leader it knows;
 //! the runtime forwards the change there (`runtime/members.rs`). A change
 //! that does not finish within its time answers `NoQuorum` (Temporary:
 //! run it again); one that cannot be made answers `BadRequest`.
+//!
+//! A leader that removed itself hands the group to a remaining voter once
+//! the change is committed (openraft would let it lead on until it stops).
 //!
 //! Invariants: a group keeps at least two voters; a node is a voter only
 //! after it caught up as a learner; nothing here writes the log but
@@ -176,8 +184,32 @@ fn done(change: &MemberChange, view: &GroupMembers) -> Result<bool> {
     Ok(target == view.voters && leaver_gone)
 }
 
+/// How long one openraft call of a change may take before the change
+/// looks at the group again (a call can be left unanswered when the
+/// leadership moves under it).
+const STEP: Duration = Duration::from_secs(3);
+
+/// How often a change looks whether a learner caught up.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Whether `learner` holds every entry this leader had when the change
+/// first looked (`target`, set then); `None` when this replica no longer
+/// leads.
+fn caught_up(raft: &GroupRaft, learner: NodeId, target: &mut Option<u64>) -> Option<bool> {
+    use openraft::async_runtime::WatchReceiver;
+    let metrics = raft.metrics();
+    let m = metrics.borrow_watched();
+    let replication = m.replication.as_ref()?;
+    let goal = *target.get_or_insert(m.last_log_index.unwrap_or(0));
+    let matched = replication.get(&learner).copied().flatten().map(|id| id.index);
+    Some(matched.is_some_and(|index| index >= goal))
+}
+
 /// Runs `change` on `group`'s replica here, which must lead it, within
-/// `wait`; returns the membership after it.
+/// `wait`; returns the membership after it. Each step (add the learner,
+/// wait for it, move the voters) is one bounded openraft call or poll,
+/// after which the change looks at the group again, so a step that the
+/// leadership moved under is never waited on for long.
 pub async fn change_here(
     raft: &GroupRaft,
     group: u32,
@@ -187,9 +219,19 @@ pub async fn change_here(
 ) -> Result<GroupMembers> {
     let started = RtInstant::now();
     let no_quorum = || Error::new(ErrorKind::NoQuorum { group, waited_ms: (RtInstant::now() - started).as_millis() as u64 });
+    let mut learner_goal = None;
     loop {
         let now = view(raft, group);
         if done(change, &now)? {
+            if now.leader == Some(me) && !now.voters.contains(&me) {
+                // A leader that removed itself keeps leading until it
+                // stops; hand the group to a voter now, so stopping this
+                // node costs the group no election.
+                let voters: Vec<NodeId> = now.voters.iter().copied().collect();
+                if let Some(to) = super::balance::preferred_leader(group, &voters) {
+                    let _ = raft.trigger().transfer_leader(to).await;
+                }
+            }
             return Ok(now);
         }
         if now.leader != Some(me) {
@@ -199,26 +241,38 @@ pub async fn change_here(
         if left.is_zero() {
             return Err(no_quorum());
         }
-        let outcome = GlommioRt::timeout(left, async {
-            if let Some((id, member)) = change.joiner() {
-                if !now.nodes.contains_key(&id) {
-                    // Blocks until the learner holds the leader's log.
-                    raft.add_learner(id, member.clone(), true).await?;
+        let target = change.target(&now.voters)?;
+        let step = async {
+            match change.joiner() {
+                Some((id, member)) if !now.nodes.contains_key(&id) => {
+                    raft.add_learner(id, member.clone(), false).await?;
+                    return Ok(());
                 }
+                Some((id, _)) if !now.voters.contains(&id) => match caught_up(raft, id, &mut learner_goal) {
+                    // A voter never joins behind: it would stall commits.
+                    Some(false) => {
+                        GlommioRt::sleep(POLL).await;
+                        return Ok(());
+                    }
+                    Some(true) => {}
+                    None => return Ok(()),
+                },
+                _ => {}
             }
-            let target = change.target(&now.voters)?;
             if target != now.voters || now.joint {
                 raft.change_membership(ChangeMembers::ReplaceAllVoters(target), false).await?;
             } else if let Some(old) = change.leaver().filter(|old| now.nodes.contains_key(old)) {
                 // A learner that is not a voter: it only leaves the nodes.
                 raft.change_membership(ChangeMembers::RemoveNodes([old].into_iter().collect()), false).await?;
+            } else if !now.committed {
+                // The change is made and its entry not committed yet.
+                GlommioRt::sleep(POLL).await;
             }
             Ok::<(), Refused>(())
-        })
-        .await;
-        match outcome {
-            Err(_) => return Err(no_quorum()),
-            Ok(Ok(())) => {}
+        };
+        match GlommioRt::timeout(left.min(STEP), step).await {
+            // Look at the group again.
+            Err(_) | Ok(Ok(())) => {}
             Ok(Err(Refused::Rill(err))) => return Err(err),
             Ok(Err(Refused::Raft(RaftError::APIError(err)))) => match err {
                 ClientWriteError::ForwardToLeader(to) => {
@@ -228,7 +282,7 @@ pub async fn change_here(
                 ClientWriteError::LogEntryDiscarded(_) | ClientWriteError::PreconditionFailed(_) => {}
                 ClientWriteError::ChangeMembershipError(
                     ChangeMembershipError::InProgress(_) | ChangeMembershipError::UncommittedLeaderLog(_),
-                ) => GlommioRt::sleep(Duration::from_millis(20)).await,
+                ) => GlommioRt::sleep(POLL).await,
                 ClientWriteError::ChangeMembershipError(other) => {
                     return Err(Error::bad_request(format!("group {group}: raft refused the change: {other}")))
                 }

@@ -100,7 +100,8 @@ impl Pacer {
     /// Hands each group's leadership to its preferred node among the
     /// group's voters (`balance.rs`) when this node, `me`, leads it and that
     /// node is caught up: checked every [`BALANCE_EVERY`] rounds. A group
-    /// in the middle of a membership change stays where it is.
+    /// in the middle of a membership change (a joint or an uncommitted
+    /// membership) stays where it is.
     pub fn balance_leaders(&self, me: NodeId) {
         *self.balance.borrow_mut() = Some(Balance { me });
     }
@@ -137,7 +138,8 @@ impl Pacer {
         let metrics = paced.raft.metrics();
         let m = metrics.borrow_watched();
         let membership = m.membership_config.membership();
-        if membership.get_joint_config().len() > 1 {
+        let changing = m.membership_config.log_id() != m.committed_membership_config.log_id();
+        if changing || membership.get_joint_config().len() > 1 {
             return None;
         }
         let voters: Vec<NodeId> = membership.voter_ids().collect();

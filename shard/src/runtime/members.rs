@@ -7,7 +7,9 @@
 //! connection to the leader's same core (`NetRequest::ChangeMembers`) and
 //! the leader answers with the membership after it or a typed refusal;
 //! when the leader moves meanwhile, the change follows it until its time
-//! is up. Changes are stated as target voter sets, so following a leader
+//! is up. Each forwarded attempt is bounded by a few seconds (the node
+//! asked may have stopped, or lead no more); what it did stays done and
+//! the next attempt goes on from there. Changes are stated as target voter sets, so following a leader
 //! and trying again never applies one twice.
 //!
 //! Invariant: a change never holds up the group's queue (it runs in a
@@ -31,6 +33,11 @@ use crate::raft::types::NodeId;
 
 /// How long a change waits before asking again when no leader is known.
 const LOOK_AGAIN: Duration = Duration::from_millis(50);
+
+/// The longest one forwarded attempt may work (and be waited for): the
+/// node asked may be down, or no longer lead; what an attempt did stays
+/// done, and the next one goes on from there.
+const ATTEMPT: Duration = Duration::from_secs(5);
 
 impl Group {
     /// Serves a [`MembersRequest`].
@@ -92,10 +99,11 @@ async fn change_anywhere(
                 done => return done,
             },
         };
-        let request = NetRequest::ChangeMembers { change: change.clone(), wait_ms: left.as_millis() as u64 };
+        let attempt = left.min(ATTEMPT);
+        let request = NetRequest::ChangeMembers { change: change.clone(), wait_ms: attempt.as_millis() as u64 };
         // The far side bounds its own work by `wait_ms`; the reply may take
         // a moment longer to arrive.
-        match net.call(leader, group, &request, left + Duration::from_secs(1)).await {
+        match net.call(leader, group, &request, attempt + Duration::from_secs(1)).await {
             Ok(NetReply::Members(members)) => return Ok(members),
             Ok(NetReply::MembersRefused(Refusal::NotLeader(next))) => {
                 hint = next.filter(|next| *next != leader && *next != me);
@@ -103,9 +111,9 @@ async fn change_anywhere(
                     sleep(LOOK_AGAIN.min(left)).await;
                 }
             }
-            Ok(NetReply::MembersRefused(refusal @ (Refusal::NoQuorum(_) | Refusal::BadRequest(_)))) => {
-                return Err(refusal.into_error(group))
-            }
+            Ok(NetReply::MembersRefused(refusal @ Refusal::BadRequest(_))) => return Err(refusal.into_error(group)),
+            // That attempt ran out of time; the next one goes on.
+            Ok(NetReply::MembersRefused(Refusal::NoQuorum(_))) => {}
             // The leader failed or could not be reached: it may be down;
             // look for the leader again.
             Ok(NetReply::MembersRefused(Refusal::Other(_)) | NetReply::Failed(_)) | Err(_) => {
