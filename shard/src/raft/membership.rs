@@ -72,23 +72,34 @@ pub enum MemberChange {
 pub const MIN_VOTERS: usize = 2;
 
 impl MemberChange {
+    /// `BadRequest` for a change no membership could take: a joining node
+    /// with id 0 or a raft address that is not `host:port`, a node
+    /// replacing itself.
+    pub fn check(&self) -> Result<()> {
+        if let Some((id, member)) = self.joiner() {
+            check_joiner(id, member)?;
+        }
+        match self {
+            MemberChange::Replace { old, id, .. } if old == id => {
+                Err(Error::bad_request(format!("node {id} cannot replace itself")))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The voters after the change, from `voters` now. `BadRequest` when
     /// the change cannot apply to them.
     pub fn target(&self, voters: &BTreeSet<NodeId>) -> Result<BTreeSet<NodeId>> {
+        self.check()?;
         let mut target = voters.clone();
         match self {
-            MemberChange::Add { id, member } => {
-                check_joiner(*id, member)?;
+            MemberChange::Add { id, .. } => {
                 target.insert(*id);
             }
             MemberChange::Remove { id } => {
                 target.remove(id);
             }
-            MemberChange::Replace { old, id, member } => {
-                check_joiner(*id, member)?;
-                if old == id {
-                    return Err(Error::bad_request(format!("node {id} cannot replace itself")));
-                }
+            MemberChange::Replace { old, id, .. } => {
                 if !voters.contains(old) && !voters.contains(id) {
                     return Err(Error::bad_request(format!("node {old} is not a voter, so it cannot be replaced")));
                 }
