@@ -18,8 +18,10 @@
 //! which the change looks at the group again: a call the leadership moved
 //! under (openraft may leave it unanswered) is never waited on for the
 //! whole change. Anything but the leader answers `NotLeader` with the
-//! leader it knows;
-//! the runtime forwards the change there (`runtime/members.rs`). A change
+//! leader it knows, before it judges the change (a follower's view may
+//! lag, a joiner's is empty, and either would judge the change against the
+//! wrong voters); the runtime forwards the change there
+//! (`runtime/members.rs`). A change
 //! that does not finish within its time answers `NoQuorum` (Temporary:
 //! run it again); one that cannot be made answers `BadRequest`.
 //!
@@ -233,6 +235,12 @@ pub async fn change_here(
     let mut learner_goal = None;
     loop {
         let now = view(raft, group);
+        // Only the leader's view counts: a follower's may lag (or, on a node
+        // that is joining, be empty), and would judge the change against
+        // voters that are no longer (or not yet) the group's.
+        if now.leader != Some(me) {
+            return Err(Error::new(ErrorKind::NotLeader { group, leader: now.leader }));
+        }
         if done(change, &now)? {
             if now.leader == Some(me) && !now.voters.contains(&me) {
                 // A leader that removed itself keeps leading until it
@@ -245,29 +253,25 @@ pub async fn change_here(
             }
             return Ok(now);
         }
-        if now.leader != Some(me) {
-            return Err(Error::new(ErrorKind::NotLeader { group, leader: now.leader }));
-        }
         let left = wait.saturating_sub(RtInstant::now() - started);
         if left.is_zero() {
             return Err(no_quorum());
         }
         let target = change.target(&now.voters)?;
+        // Whether the step asked openraft for anything: a step that did not
+        // (a learner still behind, a made change not committed yet, metrics
+        // that trail) waits a moment before looking again, since looping at
+        // once would never yield the executor the commit needs.
         let step = async {
             match change.joiner() {
                 Some((id, member)) if !now.nodes.contains_key(&id) => {
                     raft.add_learner(id, member.clone(), false).await?;
-                    return Ok(());
+                    return Ok(true);
                 }
-                Some((id, _)) if !now.voters.contains(&id) => match caught_up(raft, id, &mut learner_goal) {
-                    // A voter never joins behind: it would stall commits.
-                    Some(false) => {
-                        GlommioRt::sleep(POLL).await;
-                        return Ok(());
-                    }
-                    Some(true) => {}
-                    None => return Ok(()),
-                },
+                // A voter never joins behind: it would stall commits.
+                Some((id, _)) if !now.voters.contains(&id) && caught_up(raft, id, &mut learner_goal) != Some(true) => {
+                    return Ok(false);
+                }
                 _ => {}
             }
             if target != now.voters || now.joint {
@@ -275,15 +279,15 @@ pub async fn change_here(
             } else if let Some(old) = change.leaver().filter(|old| now.nodes.contains_key(old)) {
                 // A learner that is not a voter: it only leaves the nodes.
                 raft.change_membership(ChangeMembers::RemoveNodes([old].into_iter().collect()), false).await?;
-            } else if !now.committed {
-                // The change is made and its entry not committed yet.
-                GlommioRt::sleep(POLL).await;
+            } else {
+                return Ok(false);
             }
-            Ok::<(), Refused>(())
+            Ok::<bool, Refused>(true)
         };
         match GlommioRt::timeout(left.min(STEP), step).await {
             // Look at the group again.
-            Err(_) | Ok(Ok(())) => {}
+            Err(_) | Ok(Ok(true)) => {}
+            Ok(Ok(false)) => GlommioRt::sleep(POLL).await,
             Ok(Err(Refused::Rill(err))) => return Err(err),
             Ok(Err(Refused::Raft(RaftError::APIError(err)))) => match err {
                 ClientWriteError::ForwardToLeader(to) => {
