@@ -13,8 +13,10 @@
 //!    change (a joint configuration of old and new voters commits first,
 //!    then the new one alone; a removed node leaves the membership).
 //!
-//! Anything but the leader answers `NotLeader` with the leader it knows;
-//! the runtime forwards the change there (`runtime/members.rs`). A change
+//! Anything but the leader answers `NotLeader` with the leader it knows,
+//! before it judges the change (a follower's view may lag, a joiner's is
+//! empty, and either would judge the change against the wrong voters); the
+//! runtime forwards the change there (`runtime/members.rs`). A change
 //! that does not finish within its time answers `NoQuorum` (Temporary:
 //! run it again); one that cannot be made answers `BadRequest`.
 //!
@@ -189,36 +191,48 @@ pub async fn change_here(
     let no_quorum = || Error::new(ErrorKind::NoQuorum { group, waited_ms: (RtInstant::now() - started).as_millis() as u64 });
     loop {
         let now = view(raft, group);
-        if done(change, &now)? {
-            return Ok(now);
-        }
+        // Only the leader's view counts: a follower's may lag (or, on a node
+        // that is joining, be empty), and would judge the change against
+        // voters that are no longer (or not yet) the group's.
         if now.leader != Some(me) {
             return Err(Error::new(ErrorKind::NotLeader { group, leader: now.leader }));
+        }
+        if done(change, &now)? {
+            return Ok(now);
         }
         let left = wait.saturating_sub(RtInstant::now() - started);
         if left.is_zero() {
             return Err(no_quorum());
         }
         let outcome = GlommioRt::timeout(left, async {
+            let mut asked = false;
             if let Some((id, member)) = change.joiner() {
                 if !now.nodes.contains_key(&id) {
                     // Blocks until the learner holds the leader's log.
                     raft.add_learner(id, member.clone(), true).await?;
+                    asked = true;
                 }
             }
             let target = change.target(&now.voters)?;
             if target != now.voters || now.joint {
                 raft.change_membership(ChangeMembers::ReplaceAllVoters(target), false).await?;
+                asked = true;
             } else if let Some(old) = change.leaver().filter(|old| now.nodes.contains_key(old)) {
                 // A learner that is not a voter: it only leaves the nodes.
                 raft.change_membership(ChangeMembers::RemoveNodes([old].into_iter().collect()), false).await?;
+                asked = true;
             }
-            Ok::<(), Refused>(())
+            Ok::<bool, Refused>(asked)
         })
         .await;
         match outcome {
             Err(_) => return Err(no_quorum()),
-            Ok(Ok(())) => {}
+            Ok(Ok(true)) => {}
+            // The latest membership is the target but not committed yet (a
+            // change cut short, or metrics that trail the commit): wait for
+            // it. Looping at once would never yield, and on a
+            // single-threaded executor the commit could never happen.
+            Ok(Ok(false)) => GlommioRt::sleep(Duration::from_millis(20)).await,
             Ok(Err(Refused::Rill(err))) => return Err(err),
             Ok(Err(Refused::Raft(RaftError::APIError(err)))) => match err {
                 ClientWriteError::ForwardToLeader(to) => {
