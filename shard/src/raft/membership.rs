@@ -5,8 +5,9 @@
 //! again (after a timeout, a leader change or a lost reply) finds the work
 //! done and changes nothing. On the group's leader, [`change_here`]:
 //!
-//! 1. returns at once when the *committed* membership already has the
-//!    target voters and no joint configuration is pending;
+//! 1. returns at once (once it confirmed it leads) when the *committed*
+//!    membership already has the target voters and no joint configuration
+//!    is pending;
 //! 2. adds a joining node as a learner and waits until it holds the
 //!    leader's log (so it never joins the voters behind and stalls commits);
 //! 3. replaces the voters with the target through openraft's two-step
@@ -14,11 +15,14 @@
 //!    then the new one alone; a removed node leaves the membership).
 //!
 //! Anything but the leader answers `NotLeader` with the leader it knows,
-//! before it judges the change (a follower's view may lag, a joiner's is
-//! empty, and either would judge the change against the wrong voters); the
-//! runtime forwards the change there (`runtime/members.rs`). A change
-//! that does not finish within its time answers `NoQuorum` (Temporary:
-//! run it again); one that cannot be made answers `BadRequest`.
+//! and the leader confirms with a quorum that it still leads before it
+//! judges the change: a follower's view may lag, a joiner's is empty, a
+//! deposed leader's misses the changes made since, and any of them would
+//! judge the change against the wrong voters (refuse a valid one, or find
+//! one done that is not). The runtime forwards the change to the leader
+//! (`runtime/members.rs`). A change that does not finish within its time
+//! answers `NoQuorum` (Temporary: run it again); one that cannot be made
+//! answers `BadRequest`.
 //!
 //! Invariants: a group keeps at least two voters; a node is a voter only
 //! after it caught up as a learner; nothing here writes the log but
@@ -27,8 +31,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
-use openraft::{AsyncRuntime, ChangeMembers};
+use openraft::error::{ChangeMembershipError, ClientWriteError, LinearizableReadError, RaftError};
+use openraft::{AsyncRuntime, ChangeMembers, ReadPolicy};
 use serde::{Deserialize, Serialize};
 
 use super::rt::{GlommioRt, RtInstant};
@@ -197,12 +201,31 @@ pub async fn change_here(
         if now.leader != Some(me) {
             return Err(Error::new(ErrorKind::NotLeader { group, leader: now.leader }));
         }
-        if done(change, &now)? {
-            return Ok(now);
-        }
         let left = wait.saturating_sub(RtInstant::now() - started);
         if left.is_zero() {
             return Err(no_quorum());
+        }
+        // A leader cut off from the others may not know it was deposed, nor
+        // of the changes made since: it confirms with a quorum that it still
+        // leads (and has applied what was committed) before it judges.
+        match GlommioRt::timeout(left, raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
+            Err(_) => return Err(no_quorum()),
+            Ok(Ok(_)) => {}
+            Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(to)))) => {
+                return Err(Error::new(ErrorKind::NotLeader { group, leader: to.leader_id }))
+            }
+            Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)))) => {
+                GlommioRt::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            Ok(Err(RaftError::Fatal(_))) => return Err(Error::new(ErrorKind::ShuttingDown)),
+        }
+        let now = view(raft, group);
+        if now.leader != Some(me) {
+            return Err(Error::new(ErrorKind::NotLeader { group, leader: now.leader }));
+        }
+        if done(change, &now)? {
+            return Ok(now);
         }
         let outcome = GlommioRt::timeout(left, async {
             let mut asked = false;
