@@ -237,7 +237,15 @@ fn only_a_confirmed_leader_judges_a_membership_change() {
         let others: Vec<NodeId> = (1..=4).filter(|id| *id != leader).collect();
         net.isolate(leader, others.clone());
         let majority: Vec<&Replica> = others.iter().map(|id| by_id(&all, *id)).collect();
-        let new_leader = wait_for_leader(&majority).await;
+        let mut new_leader = leader;
+        for _ in 0..500 {
+            new_leader = wait_for_leader(&majority).await;
+            if new_leader != leader {
+                break;
+            }
+            GlommioRt::sleep(Duration::from_millis(20)).await;
+        }
+        assert_ne!(new_leader, leader, "the others elected no new leader");
         let remove = MemberChange::Remove { id: 4 };
         let after = change_here(&by_id(&all, new_leader).raft, 0, new_leader, &remove, wait).await.expect("remove");
         assert_eq!(after.voters, (1..=3).collect());
