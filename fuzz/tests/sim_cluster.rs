@@ -23,17 +23,23 @@ fn ops() -> usize {
 fn seeds_pass_every_check() {
     let mut acked = 0;
     let mut crashes = 0;
+    let (mut changes, mut unfinished) = (0, 0);
     for seed in 0..seeds() {
         match run_cluster(seed, ops(), None) {
             Ok(stats) => {
                 acked += stats.acked;
                 crashes += stats.crashes;
+                changes += stats.changes;
+                unfinished += stats.changes_unfinished;
                 eprintln!("seed {seed}: {stats:?}");
             }
             Err(failure) => panic!("seed {seed} failed: {failure:?}"),
         }
     }
     assert!(acked > 0 && crashes > 0, "the runs acknowledged {acked} writes and crashed {crashes} times");
+    // Membership changes finished, and some were cut short first (asked
+    // again later).
+    assert!(changes > 0 && unfinished > 0, "{changes} changes made, {unfinished} cut short");
 }
 
 #[test]

@@ -102,11 +102,17 @@ pub enum Bug {
     /// A snapshot (and so its checkpoint) is labelled with the log id one
     /// below the last entry its state reflects (`raft/state_machine.rs`).
     RaftWrongSnapshotIndex = 23,
+    /// A snapshot (and so its checkpoint) is built from the previous
+    /// snapshot's raft meta with only the applied log id moved on, so it
+    /// keeps the membership of the replica's first snapshot: a restart
+    /// from it, once the log below it is purged, brings back voters a
+    /// change removed (`raft/state_machine.rs`).
+    RaftCheckpointDropsMembership = 24,
 }
 
 impl Bug {
     /// Every plantable bug.
-    pub const ALL: [Bug; 23] = [
+    pub const ALL: [Bug; 24] = [
         Bug::AckBeforeDurable,
         Bug::DurableBeforeSync,
         Bug::SkipRecordChecksum,
@@ -130,6 +136,7 @@ impl Bug {
         Bug::RaftApplyBeforeCommit,
         Bug::RaftLostTruncation,
         Bug::RaftWrongSnapshotIndex,
+        Bug::RaftCheckpointDropsMembership,
     ];
 
     /// The bug's kebab-case name (`ack-before-durable`, ...).
@@ -158,6 +165,7 @@ impl Bug {
             Bug::RaftApplyBeforeCommit => "raft-apply-before-commit",
             Bug::RaftLostTruncation => "raft-lost-truncation",
             Bug::RaftWrongSnapshotIndex => "raft-wrong-snapshot-index",
+            Bug::RaftCheckpointDropsMembership => "raft-checkpoint-drops-membership",
         }
     }
 

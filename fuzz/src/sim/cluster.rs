@@ -1,14 +1,30 @@
-//! The replicated-group simulation: three replicas of one group, each with
-//! its own journal, over the in-memory network, in virtual time, driven by
-//! a seeded list of operations ([`plan`]): client writes and reads at
-//! random nodes, network isolations and heals, and crashes that lose what
-//! a replica's journal had not made durable. Every run is a pure function
-//! of its seed and of which of its operations run ([`ClusterConfig::keep`],
-//! what the shrinker, `super::cluster_shrink`, reduces).
+//! The replicated-group simulation: one group of three founding voters
+//! (node slots for up to five), each node with its own journal, over the
+//! in-memory network, in virtual time, driven by a seeded list of
+//! operations ([`plan`]): client writes and reads at random nodes, network
+//! isolations and heals, crashes that lose what a replica's journal had not
+//! made durable, and membership changes (add a fresh node, remove a voter,
+//! replace a voter with a fresh node) asked through
+//! `membership::change_here` wherever the client finds the leader. Every
+//! run is a pure function of its seed and of which of its operations run
+//! ([`ClusterConfig::keep`], what the shrinker, `super::cluster_shrink`,
+//! reduces).
+//!
+//! Membership: a joiner starts empty (it never initializes the group) and
+//! catches up as a learner. A change that runs out of its time (the group
+//! may be left in the joint configuration) is asked again, unchanged, by
+//! the next membership step and at the end, until it succeeds; a crash may
+//! land in the middle of one. When a change that removes a node succeeds,
+//! the node is stopped for good: it leaves the convergence and end checks,
+//! but what it applied must still be a prefix of what every other replica
+//! applied (`not-a-prefix`). A change that would leave fewer than two
+//! voters must be refused and change nothing.
 //!
 //! Checks, after every step and at the end (once every replica is back,
-//! the network healed and the replicas converged, and again after all
-//! three lost power at once and restarted):
+//! the network healed, an unfinished change finished, a write acknowledged
+//! and the replicas converged, and again after every node lost power at
+//! once and restarted); "every replica" is every node in play, removed
+//! nodes aside:
 //!
 //! * `not-a-prefix`: of what any two replicas applied, one is a prefix of
 //!   the other (state-machine safety; openraft orders leaders by
@@ -29,8 +45,16 @@
 //!   not purged past the checkpoint it restarts from, and the replica
 //!   starts;
 //! * `diverged`: converged replicas hold byte-identical group state;
-//! * `no-convergence`: the healed cluster converges within 20 virtual
-//!   seconds (clean runs of a soak took at most 2.5).
+//! * `membership`: a change that returns has made exactly the voters it
+//!   leads to, committed and uniform; a change that would leave one voter
+//!   is refused; at the end every replica's membership is the voters the
+//!   client's last successful change led to, committed, with no joint
+//!   configuration and no other member;
+//! * `no-convergence`: within 20 virtual seconds of the heal, an unfinished
+//!   change finishes, a write at the leader is acknowledged (the quorum of
+//!   the voters now commits) and every replica applies the leader's whole
+//!   log (clean runs of a soak of 500 seeds of 300 steps took at most
+//!   3.6 s).
 //!
 //! Replicas checkpoint every 4 to 24 entries (drawn per run) into a
 //! checkpoint slot on the same simulated device, keep 0 to 11 entries below
@@ -55,6 +79,7 @@
 //! a failure too (`panic`).
 
 use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -64,8 +89,9 @@ use rill_shard::raft::checkpoint::{CheckpointStore, RaftCheckpoint};
 use rill_shard::raft::journal::RaftJournal;
 use rill_shard::raft::log_image::LogImage;
 use rill_shard::raft::mem_net::MemNet;
+use rill_shard::raft::membership::{self, change_here, GroupMembers, MemberChange};
 use rill_shard::raft::replica::{restore, timings, GroupReplica, ReplicaStart};
-use rill_shard::raft::rt::sleep;
+use rill_shard::raft::rt::{sleep, RtInstant};
 use rill_shard::raft::sim::run_seed;
 use rill_shard::raft::types::{Member, NodeId, StoredMembership};
 use rill_shard::raft::wire::RaftRecord;
@@ -76,7 +102,10 @@ use rill_shard::state::group::{GroupLimits, GroupState};
 use rill_shard::wal::log::{LocalFuture, Lsn};
 use rill_shard::{ErrorCode, StreamId};
 
-const NODES: u64 = 3;
+/// The founding voters, nodes 1 to 3.
+const FOUNDERS: u64 = 3;
+/// Node slots of a run: the founders and up to two fresh nodes that join.
+const SLOTS: u64 = 5;
 /// A write's payload: `w` and its sequence number, 8 bytes.
 const PAYLOAD_LEN: usize = 8;
 
@@ -92,6 +121,11 @@ pub struct ClusterFailure {
 
 /// One step of a run, with its own random choices, so a subset of a run's
 /// operations replays deterministically (see [`ClusterConfig::keep`]).
+///
+/// A node is named by `at`, a number below [`PICK`]: at run time it picks
+/// one of the nodes in play (founders and joiners not yet removed), `at *
+/// count / PICK`, so with the three founders it is the node the old
+/// `below(3)` draw named.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClusterOp {
     /// A client write at node `at`, or, with `believed`, at the node `at`
@@ -110,15 +144,58 @@ pub enum ClusterOp {
     Restart,
     /// Time passes.
     Wait { ms: u64 },
+    /// A membership change, asked of whichever node leads (following
+    /// `NotLeader` as a client would) within `bound_ms` of virtual time. An
+    /// unfinished change is asked again, as it was, by the next `Member`
+    /// step (and at the end) until it succeeds; otherwise `change` says
+    /// what: `pick` chooses the voter to remove or replace (as `at` does,
+    /// among the voters), a joiner is the lowest node id not yet used.
+    /// With `crash`, node `crash.0` (as `at`) crashes `crash.1` ms into
+    /// the change, if every node is up.
+    Member { change: MemberOp, pick: u8, bound_ms: u64, crash: Option<(u8, u64)> },
 }
+
+/// Which membership change a [`ClusterOp::Member`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberOp {
+    /// A fresh node joins as a voter.
+    Add,
+    /// A voter leaves (refused with `BadRequest` at two voters).
+    Remove,
+    /// A fresh node takes a voter's place.
+    Replace,
+}
+
+/// Node choices are drawn below this, a multiple of every count of nodes
+/// in play (2 to 5).
+pub const PICK: u64 = 60;
+
+/// The chance, in thousandths, that a step is a membership change (drawn
+/// from a stream of its own and inserted before the next operation, so
+/// the other operations of a seed stay what they were without them).
+const MEMBER_PER_MILLE: u64 = 40;
 
 /// The operations of seed `seed`: drawn from their own random stream, so
 /// the run's other choices (timings, faults) do not depend on them.
 pub fn plan(seed: u64, ops: usize) -> Vec<ClusterOp> {
     let mut rng = Rng::new(seed ^ 0x636c_7573_7465_7221);
+    let mut members = Rng::new(seed ^ 0x6d65_6d62_6572_7321);
     (0..ops)
         .map(|_| {
-            let at = rng.below(NODES) as u8;
+            if members.below(1000) < MEMBER_PER_MILLE {
+                let change = match members.below(10) {
+                    0..=3 => MemberOp::Replace,
+                    4..=6 => MemberOp::Add,
+                    _ => MemberOp::Remove,
+                };
+                let pick = members.below(PICK) as u8;
+                // Mostly time enough to finish; sometimes too little, so a
+                // change stops half way (a joint configuration in force).
+                let bound_ms = if members.below(4) == 0 { 50 + members.below(400) } else { 3_000 };
+                let crash = (members.below(3) == 0).then(|| (members.below(PICK) as u8, members.below(200)));
+                return ClusterOp::Member { change, pick, bound_ms, crash };
+            }
+            let at = rng.below(PICK) as u8;
             match rng.below(100) {
                 0..=44 => ClusterOp::Write { at, believed: rng.below(10) < 7 },
                 45..=59 => ClusterOp::Read { at },
@@ -164,6 +241,13 @@ pub struct ClusterStats {
     pub checkpoints: usize,
     /// Crashes aimed at a vote, a purge or a checkpoint in flight.
     pub aimed_crashes: usize,
+    /// Membership changes that succeeded, that ran out of time (asked
+    /// again later), and that were refused (`BadRequest`: two voters left).
+    pub changes: usize,
+    pub changes_unfinished: usize,
+    pub changes_refused: usize,
+    /// Crashes in the middle of a membership change.
+    pub change_crashes: usize,
     /// The longest the cluster took to converge at the end, in virtual
     /// milliseconds (of a limit of 20 s).
     pub converge_ms: u64,
@@ -241,8 +325,14 @@ impl SimJournal {
         {
             return;
         }
-        self.down.set(self.down.get() + 1);
         let delay = Duration::from_millis(self.rng.borrow_mut().below(2 * self.sync.as_millis() as u64 + 1));
+        self.doom(delay);
+    }
+
+    /// The device dies `delay` from now, losing what it had not made
+    /// durable; it counts as down from now on.
+    fn doom(self: &Rc<Self>, delay: Duration) {
+        self.down.set(self.down.get() + 1);
         let journal = self.clone();
         glommio::spawn_local(async move {
             sleep(delay).await;
@@ -344,14 +434,39 @@ impl SimJournal {
     }
 }
 
+/// Where a node slot is in a run's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Never started: a fresh node a change may bring in.
+    Unborn,
+    /// In play: a founder, or a node started to join (crashed or not).
+    Live,
+    /// Removed from the group by a change that succeeded, and stopped for
+    /// good.
+    Gone,
+}
+
 struct Node {
     id: NodeId,
     journal: Rc<SimJournal>,
     replica: Option<GroupReplica>,
+    slot: Slot,
 }
 
-fn members() -> std::collections::BTreeMap<NodeId, Member> {
-    (1..=NODES).map(|n| (n, Member { raft_addr: format!("sim:{n}"), http_addr: String::new() })).collect()
+impl Node {
+    fn live(&self) -> bool {
+        self.slot == Slot::Live
+    }
+}
+
+/// Node `id`'s addresses (unused by `MemNet`; a joiner's must be host:port).
+fn member(id: NodeId) -> Member {
+    Member { raft_addr: format!("127.0.0.1:{}", 7000 + id), http_addr: String::new() }
+}
+
+/// The founding members: nodes 1 to 3.
+fn members() -> BTreeMap<NodeId, Member> {
+    (1..=FOUNDERS).map(|n| (n, member(n))).collect()
 }
 
 /// How a run's replicas time their heartbeats and elections.
@@ -458,18 +573,29 @@ struct Run {
     refused: Vec<u64>,
     stats: ClusterStats,
     /// Every `(term, node)` seen leading.
-    leaders: std::collections::BTreeSet<(u64, NodeId)>,
+    leaders: BTreeSet<(u64, NodeId)>,
     outcome: blake3::Hasher,
     boots: u64,
     timing: Timing,
     /// Per node, the highest vote `(term, candidate)` it was seen to grant:
     /// a restart must find at least that vote in its journal.
-    granted: std::collections::BTreeMap<NodeId, (u64, NodeId)>,
+    granted: BTreeMap<NodeId, (u64, NodeId)>,
     /// Whether a crashed replica restarts at the start of the next step
     /// (drawn per run), rather than at the next restart step.
     prompt_restarts: bool,
     /// The writes seen at each applied index, by any replica or checkpoint.
     at_index: std::collections::HashMap<u64, Vec<u64>>,
+    /// The voters the client's last successful change led to (the
+    /// founders before any): what every replica must end up with.
+    voters: BTreeSet<NodeId>,
+    /// A change whose outcome is unknown (it ran out of time), and the
+    /// voters it leads to: asked again until it succeeds.
+    pending: Option<(MemberChange, BTreeSet<NodeId>)>,
+    /// What each node was last seen to apply; a removed node's last stays
+    /// in the prefix check.
+    seen: BTreeMap<NodeId, Vec<u64>>,
+    /// Removed nodes, stopped for good.
+    gone: BTreeSet<NodeId>,
 }
 
 impl Run {
@@ -485,7 +611,7 @@ impl Run {
         let mut applied: Vec<(NodeId, Vec<u64>)> = Vec::new();
         let mut indexes = Vec::new();
         for node in &self.nodes {
-            let Some(replica) = &node.replica else { continue };
+            let Some(replica) = node.replica.as_ref().filter(|_| node.live()) else { continue };
             let status = replica.status();
             if status.leading && self.leaders.insert((status.term, node.id)) {
                 self.stats.elections += 1;
@@ -498,6 +624,16 @@ impl Run {
         for ((id, writes), index) in applied.iter().zip(indexes) {
             if let Some(index) = index {
                 self.same_index(step, index, writes, format_args!("node {id}"))?;
+            }
+        }
+        // A removed node's last applied writes stay a prefix too; a crashed
+        // node's are compared again once it is back.
+        for (id, writes) in &applied {
+            self.seen.insert(*id, writes.clone());
+        }
+        for id in &self.gone {
+            if let Some(writes) = self.seen.get(id) {
+                applied.push((*id, writes.clone()));
             }
         }
         for (i, (a, left)) in applied.iter().enumerate() {
@@ -577,6 +713,9 @@ impl Run {
     }
 
     async fn restart(&mut self, at: usize) -> Result<(), ClusterFailure> {
+        if !self.nodes[at].live() {
+            return Ok(());
+        }
         let journal = self.nodes[at].journal.clone();
         if journal.dead.get() {
             // An aimed crash: the device died under the running replica.
@@ -700,18 +839,21 @@ impl Run {
                 *seq += 1;
                 // Mostly where the client believes the leader is (as a
                 // client redirected by NotLeader would), else anywhere.
-                let at = at as usize;
+                let at = self.pick(at);
                 let leader = self.nodes[at].replica.as_ref().and_then(|r| r.status().leader);
-                let at = match leader {
-                    Some(leader) if believed => leader as usize - 1,
+                let at = match leader.and_then(|l| self.slot_of(l)) {
+                    Some(leader) if believed => leader,
                     _ => at,
                 };
                 self.write(at, *seq).await;
             }
-            ClusterOp::Read { at } => self.read(at as usize, step).await?,
+            ClusterOp::Read { at } => {
+                let at = self.pick(at);
+                self.read(at, step).await?
+            }
             ClusterOp::Isolate { at } => {
-                let id = self.nodes[at as usize].id;
-                self.net.isolate(id, (1..=NODES).filter(|n| *n != id));
+                let id = self.nodes[self.pick(at)].id;
+                self.net.isolate(id, (1..=SLOTS).filter(|n| *n != id));
                 self.trace(format_args!("isolate node {id}"));
             }
             ClusterOp::Heal => {
@@ -721,8 +863,8 @@ impl Run {
             ClusterOp::Crash { at, delay } => {
                 // At most one replica down at a time keeps a quorum possible;
                 // the crash lands a little after whatever is in flight.
-                let at = at as usize;
-                if self.nodes.iter().all(|n| n.replica.is_some() && !n.journal.dead.get()) {
+                let at = self.pick(at);
+                if self.all_up() {
                     let sync_ms = self.nodes[at].journal.sync.as_millis() as u64;
                     sleep(Duration::from_millis(delay % (3 * sync_ms + 1))).await;
                     self.crash(at).await;
@@ -734,16 +876,240 @@ impl Run {
                 }
             }
             ClusterOp::Wait { ms } => sleep(Duration::from_millis(ms)).await,
+            ClusterOp::Member { change, pick, bound_ms, crash } => {
+                self.member(step, change, pick, Duration::from_millis(bound_ms), crash).await?
+            }
         }
         self.check_step(step)
     }
 
-    async fn converge(&mut self, step: usize) -> Result<(), ClusterFailure> {
+    /// The node slot `at` (below [`PICK`]) picks among the nodes in play.
+    fn pick(&self, at: u8) -> usize {
+        let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].live()).collect();
+        live[at as usize * live.len() / PICK as usize]
+    }
+
+    /// Node `id`'s slot, if it is in play.
+    fn slot_of(&self, id: NodeId) -> Option<usize> {
+        let slot = (id as usize).checked_sub(1)?;
+        self.nodes.get(slot).filter(|n| n.live()).map(|_| slot)
+    }
+
+    /// Whether every node in play runs on a live device.
+    fn all_up(&self) -> bool {
+        self.nodes.iter().filter(|n| n.live()).all(|n| n.replica.is_some() && !n.journal.dead.get())
+    }
+
+    /// A membership change step (see [`ClusterOp::Member`]).
+    async fn member(
+        &mut self,
+        step: usize,
+        op: MemberOp,
+        pick: u8,
+        bound: Duration,
+        crash: Option<(u8, u64)>,
+    ) -> Result<(), ClusterFailure> {
+        let (change, target) = match self.pending.clone() {
+            Some(pending) => pending,
+            None => {
+                let voters: Vec<NodeId> = self.voters.iter().copied().collect();
+                let chosen = voters[pick as usize * voters.len() / PICK as usize];
+                let fresh = self.nodes.iter().find(|n| n.slot == Slot::Unborn).map(|n| n.id);
+                let change = match (op, fresh) {
+                    (MemberOp::Add, Some(id)) => MemberChange::Add { id, member: member(id) },
+                    (MemberOp::Replace, Some(id)) => {
+                        MemberChange::Replace { old: chosen, id, member: member(id) }
+                    }
+                    (MemberOp::Remove, _) => MemberChange::Remove { id: chosen },
+                    // Every node id is used.
+                    (_, None) => return Ok(()),
+                };
+                match change.target(&self.voters) {
+                    Ok(target) => (change, target),
+                    Err(_) => return self.refused_change(step, change, bound).await,
+                }
+            }
+        };
+        // A joiner starts empty and never initializes the group: the
+        // leader brings it in as a learner.
+        if let Some((id, _)) = change.joiner() {
+            let slot = id as usize - 1;
+            if self.nodes[slot].slot == Slot::Unborn {
+                self.nodes[slot].slot = Slot::Live;
+                // A first start, not a restart: no node comes back up.
+                let down = self.nodes[slot].journal.down.get();
+                self.restart(slot).await.map_err(|f| Self::fail(step, f.check, f.detail))?;
+                self.nodes[slot].journal.down.set(down);
+                self.trace(format_args!("node {id} starts empty to join"));
+            }
+        }
+        if let Some((at, delay)) = crash {
+            let at = self.pick(at);
+            if self.all_up() {
+                self.stats.change_crashes += 1;
+                self.nodes[at].journal.doom(Duration::from_millis(delay));
+            }
+        }
+        self.trace(format_args!("change {change:?} (to voters {target:?})"));
+        let outcome = self.ask_change(&change, bound).await;
+        self.trace(format_args!("change {change:?}: {:?}", outcome.as_ref().map(|v| (&v.voters, v.joint))));
+        self.change_outcome(step, change, target, outcome).await
+    }
+
+    /// What the client makes of a change's outcome: a success fixes the
+    /// voters (and stops a removed node for good), an error but a refusal
+    /// leaves the change to be asked again.
+    async fn change_outcome(
+        &mut self,
+        step: usize,
+        change: MemberChange,
+        target: BTreeSet<NodeId>,
+        outcome: rill_shard::Result<GroupMembers>,
+    ) -> Result<(), ClusterFailure> {
+        match outcome {
+            Ok(view) => {
+                if view.joint || !view.committed || view.voters != target {
+                    return Err(Self::fail(
+                        step,
+                        "membership",
+                        format!(
+                            "{change:?} returned with voters {:?} (joint {}, committed {}), not {target:?}",
+                            view.voters, view.joint, view.committed
+                        ),
+                    ));
+                }
+                self.stats.changes += 1;
+                self.outcome.update(format!("changed to {target:?}").as_bytes());
+                self.voters = target;
+                self.pending = None;
+                if let Some(old) = change.leaver() {
+                    self.retire(old).await;
+                }
+                Ok(())
+            }
+            Err(e) if e.code() == ErrorCode::BadRequest => Err(Self::fail(
+                step,
+                "membership",
+                format!("{change:?} from voters {:?} was refused: {e}", self.voters),
+            )),
+            Err(e) => {
+                self.stats.changes_unfinished += 1;
+                self.outcome.update(e.code().as_str().as_bytes());
+                self.pending = Some((change, target));
+                Ok(())
+            }
+        }
+    }
+
+    /// A change `target` refuses (it would leave fewer than two voters):
+    /// the group must refuse it too, and change nothing.
+    async fn refused_change(
+        &mut self,
+        step: usize,
+        change: MemberChange,
+        bound: Duration,
+    ) -> Result<(), ClusterFailure> {
+        self.stats.changes_refused += 1;
+        match self.ask_change(&change, bound).await {
+            Ok(view) => Err(Self::fail(
+                step,
+                "membership",
+                format!("{change:?} from voters {:?} was made: {:?}", self.voters, view.voters),
+            )),
+            Err(e) => {
+                self.outcome.update(e.code().as_str().as_bytes());
+                Ok(())
+            }
+        }
+    }
+
+    /// Asks for `change` as a client would: at the node it believes leads,
+    /// following `NotLeader`, trying the others when no leader is known,
+    /// until `bound` of virtual time has passed.
+    async fn ask_change(
+        &mut self,
+        change: &MemberChange,
+        bound: Duration,
+    ) -> rill_shard::Result<GroupMembers> {
+        let started = RtInstant::now();
+        let believed = self.nodes.iter().filter_map(|n| n.replica.as_ref()).find_map(|r| r.status().leader);
+        let mut at = believed.and_then(|l| self.slot_of(l)).unwrap_or_else(|| self.pick(0));
+        let mut last = None;
+        loop {
+            let left = bound.saturating_sub(RtInstant::now() - started);
+            if left.is_zero() {
+                return Err(last.unwrap_or_else(|| {
+                    rill_shard::Error::new(rill_shard::ErrorKind::NoQuorum {
+                        group: 0,
+                        waited_ms: bound.as_millis() as u64,
+                    })
+                }));
+            }
+            let node = &self.nodes[at];
+            let next = match node.replica.as_ref().filter(|_| !node.journal.dead.get()) {
+                Some(replica) => {
+                    let raft = replica.raft().clone();
+                    match change_here(&raft, 0, node.id, change, left).await {
+                        Ok(view) => return Ok(view),
+                        Err(e) => {
+                            let next = match e.kind() {
+                                rill_shard::ErrorKind::NotLeader { leader: Some(leader), .. } => {
+                                    self.slot_of(*leader).filter(|l| *l != at)
+                                }
+                                _ => None,
+                            };
+                            if e.code() == ErrorCode::BadRequest {
+                                return Err(e);
+                            }
+                            last = Some(e);
+                            next
+                        }
+                    }
+                }
+                None => None,
+            };
+            at = match next {
+                Some(next) => next,
+                None => {
+                    // No leader known here: look elsewhere a little later.
+                    let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].live()).collect();
+                    let k = live.iter().position(|i| *i == at).map_or(0, |k| (k + 1) % live.len());
+                    live[k]
+                }
+            };
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops node `id`, removed from the group, for good.
+    async fn retire(&mut self, id: NodeId) {
+        let slot = id as usize - 1;
+        let node = &mut self.nodes[slot];
+        if node.replica.is_none() || node.journal.dead.get() {
+            node.journal.down.set(node.journal.down.get().saturating_sub(1));
+        }
+        node.slot = Slot::Gone;
+        if let Some(replica) = node.replica.take() {
+            self.net.detach(id);
+            replica.shutdown().await;
+        }
+        self.gone.insert(id);
+        self.trace(format_args!("node {id} removed and stopped"));
+    }
+
+    /// Brings every node in play back, heals the network, finishes an
+    /// unfinished change, has one write acknowledged (the quorum of the
+    /// voters now) and waits until every replica applied the leader's whole
+    /// log, all within 20 virtual seconds.
+    async fn converge(&mut self, step: usize, seq: &mut u64) -> Result<(), ClusterFailure> {
         for i in 0..self.nodes.len() {
             self.restart(i).await.map_err(|f| Self::fail(step, f.check, f.detail))?;
         }
         self.net.heal();
-        for waited in 0..2000 {
+        let started = RtInstant::now();
+        let limit = Duration::from_secs(20);
+        let mut wrote = false;
+        while RtInstant::now() - started < limit {
             // A device an aimed crash doomed during the last steps may die
             // only now: bring its replica back too.
             for i in 0..self.nodes.len() {
@@ -752,12 +1118,35 @@ impl Run {
                 }
             }
             self.check_step(step)?;
-            let statuses: Vec<_> =
-                self.nodes.iter().filter_map(|n| n.replica.as_ref()).map(|r| r.status()).collect();
-            let leader = statuses.iter().find(|s| s.leading).copied();
-            if let Some(leader) = leader {
+            if let Some((change, target)) = self.pending.clone() {
+                let outcome = self.ask_change(&change, Duration::from_secs(1)).await;
+                self.trace(format_args!("finish {change:?}: {:?}", outcome.as_ref().map(|v| &v.voters)));
+                self.change_outcome(step, change, target, outcome).await?;
+                continue;
+            }
+            let statuses: Vec<_> = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.live())
+                .filter_map(|(i, n)| n.replica.as_ref().map(|r| (i, r.status())))
+                .collect();
+            let leader = statuses.iter().find(|(_, s)| s.leading).copied();
+            let statuses: Vec<_> = statuses.into_iter().map(|(_, s)| s).collect();
+            if let Some((at, leader)) = leader {
+                if !wrote {
+                    *seq += 1;
+                    let before = self.stats.acked;
+                    self.write(at, *seq).await;
+                    wrote = self.stats.acked > before;
+                    if !wrote {
+                        sleep(Duration::from_millis(10)).await;
+                    }
+                    continue;
+                }
                 if statuses.iter().all(|s| s.applied == leader.last_log && s.last_log == leader.last_log) {
-                    self.stats.converge_ms = self.stats.converge_ms.max(10 * waited);
+                    let waited = (RtInstant::now() - started).as_millis() as u64;
+                    self.stats.converge_ms = self.stats.converge_ms.max(waited);
                     return Ok(());
                 }
             }
@@ -765,17 +1154,48 @@ impl Run {
         }
         let statuses: Vec<_> =
             self.nodes.iter().filter_map(|n| n.replica.as_ref()).map(|r| r.status()).collect();
+        let what = match (&self.pending, wrote) {
+            (Some((change, _)), _) => format!("{change:?} did not finish"),
+            (None, false) => "no write was acknowledged".to_string(),
+            (None, true) => "the replicas did not catch up".to_string(),
+        };
         Err(Self::fail(
             step,
             "no-convergence",
-            format!("the healed cluster did not converge within 20 s: {statuses:?}"),
+            format!("the healed cluster did not converge within 20 s ({what}): {statuses:?}"),
         ))
     }
 
+    /// After convergence: every replica's membership is the voters the
+    /// client's last successful change led to, committed, uniform (no
+    /// joint configuration), with no other member.
+    fn check_members(&self, step: usize) -> Result<(), ClusterFailure> {
+        for node in self.nodes.iter().filter(|n| n.live()) {
+            let Some(replica) = &node.replica else { continue };
+            let view = membership::view(replica.raft(), 0);
+            let nodes: BTreeSet<NodeId> = view.nodes.keys().copied().collect();
+            if view.voters != self.voters || view.joint || !view.committed || nodes != self.voters {
+                return Err(Self::fail(
+                    step,
+                    "membership",
+                    format!(
+                        "node {} holds voters {:?} (members {nodes:?}, joint {}, committed {}) where the client's changes led to {:?}",
+                        node.id, view.voters, view.joint, view.committed, self.voters
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn final_checks(&mut self, step: usize) -> Result<(), ClusterFailure> {
+        self.check_members(step)?;
+        let ids: Vec<NodeId> =
+            self.nodes.iter().filter(|n| n.live() && n.replica.is_some()).map(|n| n.id).collect();
         let states: Vec<ReplicaEnd> = self
             .nodes
             .iter()
+            .filter(|n| n.live())
             .filter_map(|n| n.replica.as_ref())
             .map(|r| r.local(|s| (s.encode_snapshot(), written(s))))
             .collect();
@@ -784,7 +1204,7 @@ impl Run {
             return Err(Self::fail(
                 step,
                 "diverged",
-                format!("node {} holds another group state than node 1", i + 1),
+                format!("node {} holds another group state than node {}", ids[i], ids[0]),
             ));
         }
         let writes = states[0].1.clone().map_err(|e| Self::fail(step, "acked-lost", e))?;
@@ -888,17 +1308,26 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
             let prompt_restarts = rng.below(2) == 0;
             let mut run = Run {
                 net,
-                nodes: (1..=NODES).map(|id| Node { id, journal: journal(), replica: None }).collect(),
+                nodes: (1..=SLOTS)
+                    .map(|id| {
+                        let slot = if id <= FOUNDERS { Slot::Live } else { Slot::Unborn };
+                        Node { id, journal: journal(), replica: None, slot }
+                    })
+                    .collect(),
                 acked: Vec::new(),
                 refused: Vec::new(),
                 stats: ClusterStats::default(),
-                leaders: std::collections::BTreeSet::new(),
+                leaders: BTreeSet::new(),
                 outcome: blake3::Hasher::new(),
                 boots: 0,
                 timing,
-                granted: std::collections::BTreeMap::new(),
+                granted: BTreeMap::new(),
                 prompt_restarts,
                 at_index: std::collections::HashMap::new(),
+                voters: (1..=FOUNDERS).collect(),
+                pending: None,
+                seen: BTreeMap::new(),
+                gone: BTreeSet::new(),
             };
             for i in 0..run.nodes.len() {
                 run.restart(i).await?;
@@ -912,7 +1341,7 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
             // The stream every write goes to, created before the faults start.
             let mut created = false;
             for _ in 0..200 {
-                for node in &run.nodes {
+                for node in run.nodes.iter().filter(|n| n.live()) {
                     let replica = node.replica.as_ref().expect("started");
                     let create = Op::from(Create::new(stream()));
                     let result = replica.propose(Command { now_ms: 1, op: create }).await;
@@ -938,14 +1367,14 @@ pub fn run_cluster_with(config: &ClusterConfig) -> Result<ClusterStats, ClusterF
             }
             aiming.set(false);
             at_step.set(count);
-            run.converge(count).await?;
+            run.converge(count, &mut seq).await?;
             run.final_checks(count)?;
-            // Then all three lose power at once and restart from what their
-            // devices hold: the same history must come back.
+            // Then every node in play loses power at once and restarts from what its
+            // device holds: the same history must come back.
             for i in 0..run.nodes.len() {
                 run.crash(i).await;
             }
-            run.converge(count).await?;
+            run.converge(count, &mut seq).await?;
             run.final_checks(count)?;
             for node in &run.nodes {
                 if let Some(replica) = &node.replica {

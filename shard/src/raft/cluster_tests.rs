@@ -200,3 +200,62 @@ fn three_replicas_elect_replicate_fail_over_and_converge() {
         }
     });
 }
+
+// A membership change is judged by a leader that confirmed it leads, never
+// by a follower's, a joiner's or a deposed leader's view (the cluster
+// simulation found each answering for the group: a joiner refused a valid
+// `Add` of itself with `BadRequest`, a deposed leader refused a `Replace`
+// of a voter added after it was cut off).
+#[test]
+fn only_a_confirmed_leader_judges_a_membership_change() {
+    use super::membership::{change_here, MemberChange};
+    use crate::error::ErrorCode;
+    let mut rt = GlommioRt::new(1);
+    rt.block_on(async {
+        let net = MemNet::new();
+        let mut all = Vec::new();
+        for id in 1..=4 {
+            all.push(start(&net, id).await);
+        }
+        all[0].raft.initialize(members()).await.expect("initialize");
+        let founders: Vec<&Replica> = all[..3].iter().collect();
+        let leader = wait_for_leader(&founders).await;
+        let member = |id: NodeId| Member { raft_addr: format!("127.0.0.1:{}", 7000 + id), http_addr: String::new() };
+        let add = MemberChange::Add { id: 4, member: member(4) };
+        let wait = Duration::from_secs(5);
+        // The joiner's view is empty: against it, adding itself would leave
+        // one voter. It is no leader, so it does not judge.
+        let err = change_here(&all[3].raft, 0, 4, &add, wait).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::NotLeader, "{err}");
+        let follower = founders.iter().find(|r| r.id != leader).unwrap();
+        let err = change_here(&follower.raft, 0, follower.id, &add, wait).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::NotLeader, "{err}");
+        let after = change_here(&by_id(&all, leader).raft, 0, leader, &add, wait).await.expect("add");
+        assert_eq!(after.voters, (1..=4).collect());
+
+        // Cut the leader off; the others elect one and remove node 4.
+        let others: Vec<NodeId> = (1..=4).filter(|id| *id != leader).collect();
+        net.isolate(leader, others.clone());
+        let majority: Vec<&Replica> = others.iter().map(|id| by_id(&all, *id)).collect();
+        let mut new_leader = leader;
+        for _ in 0..500 {
+            new_leader = wait_for_leader(&majority).await;
+            if new_leader != leader {
+                break;
+            }
+            GlommioRt::sleep(Duration::from_millis(20)).await;
+        }
+        assert_ne!(new_leader, leader, "the others elected no new leader");
+        let remove = MemberChange::Remove { id: 4 };
+        let after = change_here(&by_id(&all, new_leader).raft, 0, new_leader, &remove, wait).await.expect("remove");
+        assert_eq!(after.voters, (1..=3).collect());
+        // The old leader still sees 4 as a voter, committed: asked to add
+        // it, it would find the change done; it must confirm first, and
+        // cannot.
+        let stale = change_here(&by_id(&all, leader).raft, 0, leader, &add, Duration::from_millis(1500)).await;
+        assert!(stale.is_err(), "a deposed leader judged the change: {stale:?}");
+        for replica in &all {
+            replica.raft.shutdown().await.unwrap();
+        }
+    });
+}

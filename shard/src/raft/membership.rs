@@ -18,10 +18,12 @@
 //! which the change looks at the group again: a call the leadership moved
 //! under (openraft may leave it unanswered) is never waited on for the
 //! whole change. Anything but the leader answers `NotLeader` with the
-//! leader it knows, before it judges the change (a follower's view may
-//! lag, a joiner's is empty, and either would judge the change against the
-//! wrong voters); the runtime forwards the change there
-//! (`runtime/members.rs`). A change
+//! leader it knows, and the leader confirms with a quorum that it still
+//! leads before it judges the change: a follower's view may lag, a
+//! joiner's is empty, a deposed leader's misses the changes made since,
+//! and any of them would judge the change against the wrong voters
+//! (refuse a valid one, or find one done that is not). The runtime
+//! forwards the change to the leader (`runtime/members.rs`). A change
 //! that does not finish within its time answers `NoQuorum` (Temporary:
 //! run it again); one that cannot be made answers `BadRequest`.
 //!
@@ -35,8 +37,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
-use openraft::{AsyncRuntime, ChangeMembers};
+use openraft::error::{ChangeMembershipError, ClientWriteError, LinearizableReadError, RaftError};
+use openraft::{AsyncRuntime, ChangeMembers, ReadPolicy};
 use serde::{Deserialize, Serialize};
 
 use super::rt::{GlommioRt, RtInstant};
@@ -241,6 +243,29 @@ pub async fn change_here(
         if now.leader != Some(me) {
             return Err(Error::new(ErrorKind::NotLeader { group, leader: now.leader }));
         }
+        let left = wait.saturating_sub(RtInstant::now() - started);
+        if left.is_zero() {
+            return Err(no_quorum());
+        }
+        // A leader cut off from the others may not know it was deposed, nor
+        // of the changes made since: it confirms with a quorum that it still
+        // leads (and has applied what was committed) before it judges.
+        match GlommioRt::timeout(left.min(STEP), raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
+            Err(_) => continue,
+            Ok(Ok(_)) => {}
+            Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(to)))) => {
+                return Err(Error::new(ErrorKind::NotLeader { group, leader: to.leader_id }))
+            }
+            Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)))) => {
+                GlommioRt::sleep(POLL).await;
+                continue;
+            }
+            Ok(Err(RaftError::Fatal(_))) => return Err(Error::new(ErrorKind::ShuttingDown)),
+        }
+        let now = view(raft, group);
+        if now.leader != Some(me) {
+            return Err(Error::new(ErrorKind::NotLeader { group, leader: now.leader }));
+        }
         if done(change, &now)? {
             if now.leader == Some(me) && !now.voters.contains(&me) {
                 // A leader that removed itself keeps leading until it
@@ -252,10 +277,6 @@ pub async fn change_here(
                 }
             }
             return Ok(now);
-        }
-        let left = wait.saturating_sub(RtInstant::now() - started);
-        if left.is_zero() {
-            return Err(no_quorum());
         }
         let target = change.target(&now.voters)?;
         // Whether the step asked openraft for anything: a step that did not

@@ -210,6 +210,11 @@ impl GroupMachine {
             Bytes::from(state.encode_snapshot())
         };
         let mut meta = SnapshotMeta { last_log_id: machine.applied, last_membership: machine.membership.clone() };
+        if crate::planted::active(crate::planted::Bug::RaftCheckpointDropsMembership) {
+            if let Some(previous) = &machine.current {
+                meta = SnapshotMeta { last_log_id: machine.applied, ..previous.meta.clone() };
+            }
+        }
         if crate::planted::active(crate::planted::Bug::RaftWrongSnapshotIndex) {
             meta.last_log_id = machine.applied.map(|id| LogId { index: id.index.saturating_sub(1), ..id });
         }
